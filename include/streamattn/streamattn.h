@@ -1,0 +1,158 @@
+/*
+ * streamattn: exact softmax attention for inference, on CPUs and (when present) CUDA GPUs.
+ *
+ * This is the whole public C ABI. Conventions (see DESIGN.md):
+ *  - Every function that can fail returns sattn_status; sattn_last_error() then gives a
+ *    thread-local message that names the offending argument.
+ *  - Bad input writes nothing to any output, and never crashes or aborts.
+ *  - Tensors are views: a pointer, a dtype, a device, a rank <= 4, a shape and strides counted in
+ *    elements (not bytes). Any strides are accepted, including 0 (broadcast) and negative ones
+ *    on inputs; an output must not overlap itself.
+ *  - Option structs begin with struct_size (set it to sizeof the struct); all other fields
+ *    zero mean "default". Fields are only ever appended, so old callers keep working.
+ *  - Attention layouts follow FlashAttention: q, out [batch, seq_q, heads_q, head_dim];
+ *    k, v [batch, seq_k, heads_kv, head_dim]; lse [batch, heads_q, seq_q] float32, natural log.
+ *  - A sattn_context may be used by one thread at a time; distinct contexts are independent.
+ *
+ * The header is C99 and C++ compatible.
+ */
+#ifndef STREAMATTN_STREAMATTN_H_
+#define STREAMATTN_STREAMATTN_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#if defined(_WIN32)
+#define SATTN_API __declspec(dllexport)
+#elif defined(__GNUC__)
+#define SATTN_API __attribute__((visibility("default")))
+#else
+#define SATTN_API
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define SATTN_VERSION_MAJOR 0
+#define SATTN_VERSION_MINOR 1
+#define SATTN_VERSION_PATCH 0
+
+/* ------------------------------------------------------------------ status and errors */
+
+typedef enum sattn_status {
+  SATTN_OK = 0,
+  SATTN_ERR_INVALID_ARGUMENT = 1,    /* the call is malformed; nothing was written */
+  SATTN_ERR_UNSUPPORTED = 2,         /* well-formed, but this build/backend cannot do it */
+  SATTN_ERR_OUT_OF_MEMORY = 3,       /* scratch or context allocation failed */
+  SATTN_ERR_BACKEND_UNAVAILABLE = 4, /* e.g. CUDA requested but no usable GPU */
+  SATTN_ERR_INTERNAL = 5             /* a bug in streamattn: please report the message */
+} sattn_status;
+
+/* "major.minor.patch" of the library actually loaded (may differ from the header's). */
+SATTN_API const char* sattn_version(void);
+
+/* A static, human-readable name of a status ("invalid argument"); never NULL. */
+SATTN_API const char* sattn_status_string(sattn_status status);
+
+/* The message of the last failed call on this thread ("" if none). Valid until the next call
+ * into streamattn on this thread. */
+SATTN_API const char* sattn_last_error(void);
+
+/* ------------------------------------------------------------------ tensors */
+
+typedef enum sattn_dtype {
+  SATTN_DTYPE_F32 = 1,
+  SATTN_DTYPE_F16 = 2, /* IEEE binary16 */
+  SATTN_DTYPE_BF16 = 3 /* bfloat16 */
+} sattn_dtype;
+
+typedef enum sattn_device {
+  SATTN_DEVICE_CPU = 0, /* zero, so a zero-initialised view is a host view */
+  SATTN_DEVICE_CUDA = 1
+} sattn_device;
+
+#define SATTN_MAX_NDIM 4
+
+typedef struct sattn_tensor {
+  void* data;                      /* element [0, 0, ...]; for inputs only read */
+  int32_t dtype;                   /* a sattn_dtype */
+  int32_t device;                  /* a sattn_device */
+  int32_t device_index;            /* which CUDA device; 0 for the CPU */
+  int32_t ndim;                    /* 1..SATTN_MAX_NDIM */
+  int64_t shape[SATTN_MAX_NDIM];   /* every used extent >= 1 */
+  int64_t strides[SATTN_MAX_NDIM]; /* in elements */
+} sattn_tensor;
+
+/* A host view with row-major (C-contiguous) strides. `shape` holds `ndim` extents. Performs no
+ * validation: the call that receives the view checks it. */
+SATTN_API sattn_tensor sattn_tensor_contiguous(void* data, sattn_dtype dtype, int32_t ndim,
+                                               const int64_t* shape);
+
+/* ------------------------------------------------------------------ contexts */
+
+typedef enum sattn_backend {
+  SATTN_BACKEND_AUTO = 0, /* CUDA when a usable GPU is present, else the CPU */
+  SATTN_BACKEND_CPU = 1,
+  SATTN_BACKEND_CUDA = 2
+} sattn_backend;
+
+typedef struct sattn_context_options {
+  uint32_t struct_size; /* sizeof(sattn_context_options) */
+  int32_t num_threads;  /* CPU worker threads, including the caller; 0 = all cores */
+  int32_t backend;      /* a sattn_backend; 0 = auto */
+} sattn_context_options;
+
+typedef struct sattn_context sattn_context;
+
+/* Creates a context. `options` may be NULL for the defaults. On failure *ctx is set to NULL. */
+SATTN_API sattn_status sattn_context_create(const sattn_context_options* options,
+                                            sattn_context** ctx);
+
+/* Destroys a context; NULL is accepted and does nothing. */
+SATTN_API sattn_status sattn_context_destroy(sattn_context* ctx);
+
+typedef struct sattn_context_info {
+  uint32_t struct_size;          /* sizeof(sattn_context_info), set by the caller */
+  int32_t backend;               /* the sattn_backend this context runs on (never AUTO) */
+  int32_t num_threads;           /* CPU worker threads */
+  const char* backend_reason;    /* why that backend was chosen */
+  const char* simd_target;       /* the CPU SIMD target chosen at run time, e.g. "AVX2" */
+  const char* compiled_targets;  /* every SIMD target compiled in, best first */
+  const char* cuda_availability; /* "available: ..." or "unavailable: <reason>" */
+} sattn_context_info;
+
+/* Fills `info` (up to info->struct_size bytes). The strings live as long as the context. */
+SATTN_API sattn_status sattn_context_get_info(const sattn_context* ctx, sattn_context_info* info);
+
+/* ------------------------------------------------------------------ elementwise */
+
+/* y[i] = 2^x[i] for i < n, by the library's own SIMD exp2 (the only exponential it uses):
+ * at most 2 ulp from the exact value over [-150, 128] (subnormal results included), exactly 0
+ * below -150 and for -inf, +inf from 128 on, NaN for NaN. y may equal x (in place); any other
+ * overlap is an error. Float32 host arrays. */
+SATTN_API sattn_status sattn_exp2(sattn_context* ctx, const float* x, float* y, int64_t n);
+
+/* ------------------------------------------------------------------ merging partial results */
+
+/* Merges S partial attention results over disjoint sets of keys into the result over their
+ * union (the seed's merge, in log-sum-exp form):
+ *     lse = log(sum_i exp(lse_i)),   out = sum_i exp(lse_i - lse) * o_i.
+ * o_parts[i]: [batch, seq, heads, head_dim], any dtype (they may differ);
+ * lse_parts[i]: [batch, heads, seq] float32, natural log. lse_i = -inf marks an empty part (the
+ * identity): its o_i is never read, so it may hold garbage. If every part is empty the row gets
+ * out = 0 and lse = -inf. A NaN lse makes that row NaN.
+ * out: [batch, seq, heads, head_dim], any dtype; lse_out: optional (NULL), [batch, heads, seq]
+ * float32. out may be exactly the same view as one o_parts[i] (in-place merge), and lse_out as
+ * one lse_parts[i]; any other overlap is an error. num_parts may be 0 (the result is the
+ * identity). */
+SATTN_API sattn_status sattn_merge_states(sattn_context* ctx, int32_t num_parts,
+                                          const sattn_tensor* o_parts,
+                                          const sattn_tensor* lse_parts, const sattn_tensor* out,
+                                          const sattn_tensor* lse_out);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* STREAMATTN_STREAMATTN_H_ */

@@ -1,0 +1,114 @@
+// Context lifetime, backend choice and introspection.
+#include <cstddef>
+#include <cstring>
+#include <new>
+
+#include "api/api_guard.h"
+#include "api/context.h"
+#include "cpu/cpu_backend.h"
+
+namespace streamattn {
+namespace {
+
+constexpr size_t kContextOptionsV1Size = offsetof(sattn_context_options, backend) + sizeof(int32_t);
+constexpr size_t kContextInfoV1Size = sizeof(sattn_context_info);
+constexpr int kMaxThreads = 4096;
+
+constexpr const char* kCudaUnavailable =
+    "unavailable: this build of streamattn has no CUDA backend";
+
+Status CreateContext(const sattn_context_options* user, sattn_context** out) {
+  if (out == nullptr) return InvalidArgument("ctx (the output pointer) must not be NULL");
+  *out = nullptr;
+  sattn_context_options options{};
+  SATTN_RETURN_IF_ERROR(ReadOptions(user, "options", kContextOptionsV1Size, &options));
+  if (options.num_threads < 0 || options.num_threads > kMaxThreads) {
+    return InvalidArgument("options->num_threads=%d must be in [0, %d] (0 = all cores)",
+                           options.num_threads, kMaxThreads);
+  }
+  if (options.backend != SATTN_BACKEND_AUTO && options.backend != SATTN_BACKEND_CPU &&
+      options.backend != SATTN_BACKEND_CUDA) {
+    return InvalidArgument("options->backend=%d is not a sattn_backend (auto=0, cpu=1, cuda=2)",
+                           options.backend);
+  }
+  if (options.backend == SATTN_BACKEND_CUDA) {
+    return BackendUnavailable("options->backend=cuda: the CUDA backend is %s", kCudaUnavailable);
+  }
+  if (options.num_threads == 0) options.num_threads = ThreadPool::DefaultNumThreads();
+
+  std::unique_ptr<sattn_context> ctx(new sattn_context);
+  ctx->options = options;
+  ctx->pool = ThreadPool::Create(options.num_threads);
+  ctx->cpu = CreateCpuBackend(ctx->pool.get(), &ctx->scratch);
+  ctx->active = ctx->cpu.get();
+  ctx->backend_reason = options.backend == SATTN_BACKEND_CPU
+                            ? "cpu: requested by options->backend"
+                            : "cpu: auto, and no GPU backend is available";
+  ctx->simd_target = ChosenSimdTargetName();
+  ctx->compiled_targets = CompiledSimdTargetNames();
+  ctx->cuda_availability = kCudaUnavailable;
+  *out = ctx.release();
+  return Status();
+}
+
+Status GetInfo(const sattn_context* ctx, sattn_context_info* info) {
+  if (ctx == nullptr) return InvalidArgument("ctx must not be NULL");
+  if (info == nullptr) return InvalidArgument("info must not be NULL");
+  if (info->struct_size < kContextInfoV1Size) {
+    return InvalidArgument(
+        "info->struct_size=%u is smaller than the smallest known size %zu "
+        "(set it to sizeof(sattn_context_info))",
+        info->struct_size, kContextInfoV1Size);
+  }
+  sattn_context_info filled{};
+  filled.struct_size = info->struct_size;
+  filled.backend = ctx->active->kind();
+  filled.num_threads = ctx->pool->NumWorkers();
+  filled.backend_reason = ctx->backend_reason.c_str();
+  filled.simd_target = ctx->simd_target.c_str();
+  filled.compiled_targets = ctx->compiled_targets.c_str();
+  filled.cuda_availability = ctx->cuda_availability.c_str();
+  // Fields a newer caller knows and we do not stay as the caller set them.
+  std::memcpy(static_cast<void*>(info), &filled, sizeof(filled));
+  return Status();
+}
+
+}  // namespace
+}  // namespace streamattn
+
+extern "C" {
+
+SATTN_API sattn_tensor sattn_tensor_contiguous(void* data, sattn_dtype dtype, int32_t ndim,
+                                               const int64_t* shape) {
+  sattn_tensor t{};
+  t.data = data;
+  t.dtype = dtype;
+  t.device = SATTN_DEVICE_CPU;
+  t.ndim = ndim;
+  if (shape == nullptr || ndim < 1 || ndim > SATTN_MAX_NDIM) return t;
+  int64_t stride = 1;
+  for (int32_t i = ndim - 1; i >= 0; --i) {
+    t.shape[i] = shape[i];
+    t.strides[i] = stride;
+    if (shape[i] > 0 && __builtin_mul_overflow(stride, shape[i], &stride)) stride = 0;
+  }
+  return t;
+}
+
+SATTN_API sattn_status sattn_context_create(const sattn_context_options* options,
+                                            sattn_context** ctx) {
+  return streamattn::RunGuarded([&] { return streamattn::CreateContext(options, ctx); });
+}
+
+SATTN_API sattn_status sattn_context_destroy(sattn_context* ctx) {
+  return streamattn::RunGuarded([&] {
+    delete ctx;
+    return streamattn::Status();
+  });
+}
+
+SATTN_API sattn_status sattn_context_get_info(const sattn_context* ctx, sattn_context_info* info) {
+  return streamattn::RunGuarded([&] { return streamattn::GetInfo(ctx, info); });
+}
+
+}  // extern "C"

@@ -1,0 +1,166 @@
+#include "core/tensor.h"
+
+#include <cinttypes>
+#include <limits>
+#include <utility>
+
+namespace streamattn {
+namespace {
+
+// Sum over dims of (extent - 1) * |stride|, in elements, or -1 when it overflows int64.
+int64_t ElementSpan(const Tensor& t) {
+  int64_t span = 0;
+  for (int i = 0; i < t.ndim; ++i) {
+    const int64_t abs_stride = t.strides[i] < 0 ? -t.strides[i] : t.strides[i];
+    int64_t term;
+    if (__builtin_mul_overflow(t.shape[i] - 1, abs_stride, &term) ||
+        __builtin_add_overflow(span, term, &span)) {
+      return -1;
+    }
+  }
+  return span;
+}
+
+// Offset in elements from data to the lowest element the view touches (<= 0).
+int64_t LowestOffset(const Tensor& t) {
+  int64_t offset = 0;
+  for (int i = 0; i < t.ndim; ++i) {
+    if (t.strides[i] < 0) offset += (t.shape[i] - 1) * t.strides[i];
+  }
+  return offset;
+}
+
+}  // namespace
+
+int64_t Tensor::NumElements() const {
+  int64_t n = 1;
+  for (int i = 0; i < ndim; ++i) n *= shape[i];
+  return n;
+}
+
+uintptr_t Tensor::LowestByte() const {
+  return reinterpret_cast<uintptr_t>(data) + LowestOffset(*this) * DTypeSize(dtype);
+}
+
+uintptr_t Tensor::EndByte() const {
+  return LowestByte() + (ElementSpan(*this) + 1) * DTypeSize(dtype);
+}
+
+Status ValidateTensor(const sattn_tensor* view, const char* name, int rank, Tensor* out) {
+  if (view == nullptr) return InvalidArgument("%s must not be NULL", name);
+  if (view->data == nullptr) return InvalidArgument("%s.data must not be NULL", name);
+  if (!IsKnownDType(view->dtype)) {
+    return InvalidArgument("%s.dtype=%d is not a sattn_dtype (f32=1, f16=2, bf16=3)", name,
+                           view->dtype);
+  }
+  if (view->device != SATTN_DEVICE_CPU && view->device != SATTN_DEVICE_CUDA) {
+    return InvalidArgument("%s.device=%d is not a sattn_device (cpu=0, cuda=1)", name,
+                           view->device);
+  }
+  if (view->device_index < 0) {
+    return InvalidArgument("%s.device_index=%d must be >= 0", name, view->device_index);
+  }
+  if (view->ndim != rank) {
+    return InvalidArgument("%s.ndim=%d must be %d", name, view->ndim, rank);
+  }
+  Tensor t;
+  t.data = view->data;
+  t.dtype = static_cast<DType>(view->dtype);
+  t.device = view->device;
+  t.device_index = view->device_index;
+  t.ndim = view->ndim;
+  for (int i = 0; i < rank; ++i) {
+    if (view->shape[i] < 1) {
+      return InvalidArgument("%s.shape[%d]=%" PRId64 " must be >= 1", name, i, view->shape[i]);
+    }
+    if (view->strides[i] == std::numeric_limits<int64_t>::min()) {
+      return InvalidArgument("%s.strides[%d] is out of range", name, i);
+    }
+    t.shape[i] = view->shape[i];
+    t.strides[i] = view->strides[i];
+  }
+  int64_t elements = 1;
+  for (int i = 0; i < rank; ++i) {
+    if (__builtin_mul_overflow(elements, t.shape[i], &elements)) {
+      return InvalidArgument("%s has more elements than int64 can count", name);
+    }
+  }
+  const int64_t span = ElementSpan(t);
+  const int64_t lowest = LowestOffset(t);  // cannot overflow when the span does not
+  int64_t span_bytes, lowest_bytes;
+  if (span < 0 || __builtin_mul_overflow(span + 1, DTypeSize(t.dtype), &span_bytes) ||
+      __builtin_mul_overflow(lowest, DTypeSize(t.dtype), &lowest_bytes)) {
+    return InvalidArgument("%s spans more bytes than int64 can count (shape x strides overflow)",
+                           name);
+  }
+  const uintptr_t base = reinterpret_cast<uintptr_t>(view->data);
+  if (static_cast<uintptr_t>(-lowest_bytes) > base ||
+      base - static_cast<uintptr_t>(-lowest_bytes) >
+          std::numeric_limits<uintptr_t>::max() - static_cast<uintptr_t>(span_bytes)) {
+    return InvalidArgument("%s: its negative strides or extent wrap around the address space",
+                           name);
+  }
+  *out = t;
+  return Status();
+}
+
+Status CheckSameExtent(const Tensor& a, const char* a_name, int a_dim, const Tensor& b,
+                       const char* b_name, int b_dim) {
+  if (a.shape[a_dim] == b.shape[b_dim]) return Status();
+  return InvalidArgument("%s.shape[%d]=%" PRId64 " must equal %s.shape[%d]=%" PRId64, a_name, a_dim,
+                         a.shape[a_dim], b_name, b_dim, b.shape[b_dim]);
+}
+
+Status CheckNoSelfOverlap(const Tensor& t, const char* name) {
+  // Sort the dims of extent > 1 by |stride|; the view is injective if each stride is at least
+  // the extent covered by all smaller ones (sufficient, and exact for every layout a caller
+  // would build by slicing or permuting a dense buffer).
+  int order[SATTN_MAX_NDIM];
+  int count = 0;
+  for (int i = 0; i < t.ndim; ++i) {
+    if (t.shape[i] > 1) order[count++] = i;
+  }
+  auto abs_stride = [&](int i) { return t.strides[i] < 0 ? -t.strides[i] : t.strides[i]; };
+  for (int k = 1; k < count; ++k) {  // insertion sort: at most four dims
+    for (int j = k; j > 0 && abs_stride(order[j]) < abs_stride(order[j - 1]); --j) {
+      std::swap(order[j], order[j - 1]);
+    }
+  }
+  int64_t covered = 1;  // elements spanned by the dims already visited
+  for (int k = 0; k < count; ++k) {
+    const int i = order[k];
+    if (abs_stride(i) < covered) {
+      return InvalidArgument("%s.strides[%d]=%" PRId64
+                             " makes the output overlap itself (an output needs a "
+                             "distinct element for every index)",
+                             name, i, t.strides[i]);
+    }
+    covered = abs_stride(i) * (t.shape[i] - 1) + covered;
+  }
+  return Status();
+}
+
+bool IsIdenticalView(const Tensor& a, const Tensor& b) {
+  if (a.data != b.data || a.dtype != b.dtype || a.ndim != b.ndim) return false;
+  for (int i = 0; i < a.ndim; ++i) {
+    if (a.shape[i] != b.shape[i]) return false;
+    if (a.shape[i] > 1 && a.strides[i] != b.strides[i]) return false;
+  }
+  return true;
+}
+
+Status CheckNoPartialOverlap(const Tensor& out, const char* out_name, const Tensor& in,
+                             const char* in_name, bool allow_identical) {
+  if (allow_identical && IsIdenticalView(out, in)) return Status();
+  if (out.device != in.device) return Status();
+  const bool disjoint = out.EndByte() <= in.LowestByte() || in.EndByte() <= out.LowestByte();
+  if (disjoint) return Status();
+  if (allow_identical) {
+    return InvalidArgument("%s overlaps %s in memory without being the identical view", out_name,
+                           in_name);
+  }
+  return InvalidArgument("%s overlaps %s in memory; outputs must not alias inputs", out_name,
+                         in_name);
+}
+
+}  // namespace streamattn
