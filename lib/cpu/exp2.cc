@@ -1,0 +1,35 @@
+// Dispatch for Exp2Array (the kernel itself is exp2-inl.h).
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "cpu/exp2.cc"
+// clang-format off
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+#include "hwy/highway.h"
+#include "cpu/exp2-inl.h"
+// clang-format on
+
+HWY_BEFORE_NAMESPACE();
+namespace streamattn {
+namespace HWY_NAMESPACE {
+
+void Exp2ArrayImpl(const float* x, float* y, size_t n) {
+  const hn::ScalableTag<float> d;
+  const size_t lanes = hn::Lanes(d);
+  size_t i = 0;
+  for (; i + lanes <= n; i += lanes) hn::StoreU(Exp2(d, hn::LoadU(d, x + i)), d, y + i);
+  const hn::CappedTag<float, 1> d1;  // the tail, one lane at a time: never reads past x + n
+  for (; i < n; ++i) hn::StoreU(Exp2(d1, hn::LoadU(d1, x + i)), d1, y + i);
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace streamattn
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace streamattn {
+
+HWY_EXPORT(Exp2ArrayImpl);
+
+void Exp2Array(const float* x, float* y, size_t n) { HWY_DYNAMIC_DISPATCH(Exp2ArrayImpl)(x, y, n); }
+
+}  // namespace streamattn
+#endif  // HWY_ONCE
