@@ -1,0 +1,219 @@
+#include "test_util.h"
+
+#include <stdexcept>
+
+namespace streamattn {
+namespace testing_util {
+namespace {
+
+uint32_t Bits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+float FromBits(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+constexpr uint8_t kCanary = 0xA5;
+constexpr int64_t kCanaryBytes = 64;
+
+}  // namespace
+
+// Written from the IEEE definitions by repeated scaling, unlike the library's bit tricks.
+uint16_t ToF16(float f) {
+  if (std::isnan(f)) return 0x7E00;
+  const uint16_t sign = std::signbit(f) ? 0x8000 : 0;
+  double a = std::fabs(static_cast<double>(f));
+  if (a >= 65520.0) return sign | 0x7C00;
+  if (a < std::ldexp(1.0, -14)) {  // subnormal: multiples of 2^-24
+    const double q = std::nearbyint(a * std::ldexp(1.0, 24));
+    return sign | static_cast<uint16_t>(q);
+  }
+  int e;
+  const double m = std::frexp(a, &e);     // a = m * 2^e, m in [0.5, 1)
+  double q = std::nearbyint(m * 2048.0);  // 11 significant bits
+  if (q == 2048.0) {
+    q = 1024.0;
+    ++e;
+  }
+  if (e - 1 + 15 >= 31) return sign | 0x7C00;
+  return sign | static_cast<uint16_t>(((e - 1 + 15) << 10) | (static_cast<int>(q) - 1024));
+}
+
+float FromF16(uint16_t h) {
+  const int e = (h >> 10) & 0x1F, m = h & 0x3FF;
+  double v;
+  if (e == 0) {
+    v = std::ldexp(static_cast<double>(m), -24);
+  } else if (e == 31) {
+    v = m ? std::numeric_limits<double>::quiet_NaN() : std::numeric_limits<double>::infinity();
+  } else {
+    v = std::ldexp(1024.0 + m, e - 25);
+  }
+  return static_cast<float>((h & 0x8000) ? -v : v);
+}
+
+uint16_t ToBF16(float f) {
+  if (std::isnan(f)) return 0x7FC0;
+  const uint32_t u = Bits(f);
+  const uint32_t lower = u & 0xFFFF;
+  uint32_t upper = u >> 16;
+  if (lower > 0x8000 || (lower == 0x8000 && (upper & 1))) ++upper;
+  return static_cast<uint16_t>(upper);
+}
+
+float FromBF16(uint16_t b) { return FromBits(static_cast<uint32_t>(b) << 16); }
+
+double RoundTo(sattn_dtype dtype, double x) {
+  const float f = static_cast<float>(x);
+  switch (dtype) {
+    case SATTN_DTYPE_F32:
+      return f;
+    case SATTN_DTYPE_F16:
+      return FromF16(ToF16(f));
+    case SATTN_DTYPE_BF16:
+      return FromBF16(ToBF16(f));
+  }
+  throw std::invalid_argument("dtype");
+}
+
+const char* DTypeName(sattn_dtype dtype) {
+  switch (dtype) {
+    case SATTN_DTYPE_F32:
+      return "f32";
+    case SATTN_DTYPE_F16:
+      return "f16";
+    case SATTN_DTYPE_BF16:
+      return "bf16";
+  }
+  return "?";
+}
+
+HostTensor::HostTensor(sattn_dtype dtype, std::vector<int64_t> shape, std::vector<int> order,
+                       int64_t inner_padding)
+    : dtype_(dtype), shape_(std::move(shape)) {
+  element_size_ = dtype == SATTN_DTYPE_F32 ? 4 : 2;
+  const int rank = static_cast<int>(shape_.size());
+  if (order.empty()) {
+    for (int i = 0; i < rank; ++i) order.push_back(i);
+  }
+  strides_.assign(rank, 0);
+  int64_t stride = 1;
+  for (int k = rank - 1; k >= 0; --k) {
+    strides_[order[k]] = stride;
+    stride *= shape_[order[k]] + (k == rank - 1 ? inner_padding : 0);
+  }
+  base_offset_ = kCanaryBytes;
+  storage_.assign(static_cast<size_t>(stride * element_size_ + 2 * kCanaryBytes), kCanary);
+}
+
+sattn_tensor HostTensor::view() const {
+  sattn_tensor t{};
+  t.data = const_cast<uint8_t*>(storage_.data()) + base_offset_;
+  t.dtype = dtype_;
+  t.device = SATTN_DEVICE_CPU;
+  t.ndim = static_cast<int32_t>(shape_.size());
+  for (size_t i = 0; i < shape_.size(); ++i) {
+    t.shape[i] = shape_[i];
+    t.strides[i] = strides_[i];
+  }
+  return t;
+}
+
+int64_t HostTensor::NumElements() const {
+  int64_t n = 1;
+  for (int64_t e : shape_) n *= e;
+  return n;
+}
+
+int64_t HostTensor::ElementOffset(const std::vector<int64_t>& index) const {
+  int64_t offset = 0;
+  for (size_t i = 0; i < index.size(); ++i) {
+    if (index[i] < 0 || index[i] >= shape_[i]) throw std::out_of_range("HostTensor index");
+    offset += index[i] * strides_[i];
+  }
+  return base_offset_ + offset * element_size_;
+}
+
+double HostTensor::Get(const std::vector<int64_t>& index) const {
+  const uint8_t* p = storage_.data() + ElementOffset(index);
+  if (dtype_ == SATTN_DTYPE_F32) {
+    float f;
+    std::memcpy(&f, p, 4);
+    return f;
+  }
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return dtype_ == SATTN_DTYPE_F16 ? FromF16(h) : FromBF16(h);
+}
+
+void HostTensor::Set(const std::vector<int64_t>& index, double value) {
+  uint8_t* p = storage_.data() + ElementOffset(index);
+  const float f = static_cast<float>(value);
+  if (dtype_ == SATTN_DTYPE_F32) {
+    std::memcpy(p, &f, 4);
+    return;
+  }
+  const uint16_t h = dtype_ == SATTN_DTYPE_F16 ? ToF16(f) : ToBF16(f);
+  std::memcpy(p, &h, 2);
+}
+
+Array HostTensor::ToArray() const {
+  Array a(shape_);
+  int64_t n = 0;
+  ForEachIndex(shape_, [&](const std::vector<int64_t>& index) { a.data[n++] = Get(index); });
+  return a;
+}
+
+void HostTensor::FromArray(const Array& a) {
+  if (a.shape != shape_) throw std::invalid_argument("HostTensor::FromArray: shape mismatch");
+  int64_t n = 0;
+  ForEachIndex(shape_, [&](const std::vector<int64_t>& index) { Set(index, a.data[n++]); });
+}
+
+void HostTensor::FillUniform(std::mt19937_64& rng, double lo, double hi) {
+  std::uniform_real_distribution<double> dist(lo, hi);
+  ForEachIndex(shape_, [&](const std::vector<int64_t>& index) { Set(index, dist(rng)); });
+}
+
+void HostTensor::FillBytes(uint8_t byte) { std::fill(storage_.begin(), storage_.end(), byte); }
+
+double MaxRelativeError(const std::vector<double>& got, const std::vector<double>& want) {
+  if (got.size() != want.size()) return kInf;
+  double max_abs = 0.0, max_err = 0.0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    if (std::isnan(want[i]) != std::isnan(got[i])) return kInf;
+    if (std::isnan(want[i])) continue;
+    if (std::isinf(want[i])) {
+      if (got[i] != want[i]) return kInf;
+      continue;
+    }
+    max_abs = std::max(max_abs, std::fabs(want[i]));
+    const double err = std::fabs(got[i] - want[i]);
+    if (!(err <= max_err)) max_err = err;  // NaN err propagates as +inf below
+  }
+  if (std::isnan(max_err) || std::isinf(max_err)) return kInf;
+  return max_abs > 0.0 ? max_err / max_abs : max_err;
+}
+
+double MaxRelativeError(const Array& got, const Array& want) {
+  if (got.shape != want.shape) return kInf;
+  return MaxRelativeError(got.data, want.data);
+}
+
+ScopedContext::ScopedContext(int32_t num_threads) {
+  sattn_context_options options{};
+  options.struct_size = sizeof(options);
+  options.num_threads = num_threads;
+  options.backend = SATTN_BACKEND_CPU;
+  if (sattn_context_create(&options, &ctx_) != SATTN_OK) {
+    throw std::runtime_error(std::string("sattn_context_create: ") + sattn_last_error());
+  }
+}
+
+ScopedContext::~ScopedContext() { sattn_context_destroy(ctx_); }
+
+}  // namespace testing_util
+}  // namespace streamattn
