@@ -1,0 +1,139 @@
+// FMA peak: 16 independent accumulators per thread (enough for 2 FMA ports x 4-5 cycles of
+// latency on every x86 and Arm core we target), long enough to dwarf thread start-up.
+// Bandwidth: SIMD sums over a 1 GiB buffer, touched once beforehand so page faults are not
+// timed; the best of several passes, as a limit should be.
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "machine_limits.cc"
+// clang-format off
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+#include "hwy/highway.h"
+// clang-format on
+#include "machine_limits.h"
+
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "hwy/aligned_allocator.h"
+#include "hwy/targets.h"
+#include "timing.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace streamattn {
+namespace bench {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+// Returns the flops done; *sink keeps the result alive.
+double FmaChains(int64_t iterations, float* sink) {
+  const hn::ScalableTag<float> d;
+  const auto a = hn::Set(d, 0.999999f), b = hn::Set(d, 1e-7f);
+  auto c0 = hn::Set(d, 1.0f), c1 = hn::Set(d, 1.1f), c2 = hn::Set(d, 1.2f), c3 = hn::Set(d, 1.3f);
+  auto c4 = hn::Set(d, 1.4f), c5 = hn::Set(d, 1.5f), c6 = hn::Set(d, 1.6f), c7 = hn::Set(d, 1.7f);
+  auto c8 = hn::Set(d, 1.8f), c9 = hn::Set(d, 1.9f), c10 = hn::Set(d, 2.0f), c11 = hn::Set(d, 2.1f);
+  auto c12 = hn::Set(d, 2.2f), c13 = hn::Set(d, 2.3f), c14 = hn::Set(d, 2.4f),
+       c15 = hn::Set(d, 2.5f);
+  for (int64_t i = 0; i < iterations; ++i) {
+    c0 = hn::MulAdd(c0, a, b), c1 = hn::MulAdd(c1, a, b), c2 = hn::MulAdd(c2, a, b);
+    c3 = hn::MulAdd(c3, a, b), c4 = hn::MulAdd(c4, a, b), c5 = hn::MulAdd(c5, a, b);
+    c6 = hn::MulAdd(c6, a, b), c7 = hn::MulAdd(c7, a, b), c8 = hn::MulAdd(c8, a, b);
+    c9 = hn::MulAdd(c9, a, b), c10 = hn::MulAdd(c10, a, b), c11 = hn::MulAdd(c11, a, b);
+    c12 = hn::MulAdd(c12, a, b), c13 = hn::MulAdd(c13, a, b), c14 = hn::MulAdd(c14, a, b);
+    c15 = hn::MulAdd(c15, a, b);
+  }
+  auto sum =
+      hn::Add(hn::Add(hn::Add(c0, c1), hn::Add(c2, c3)), hn::Add(hn::Add(c4, c5), hn::Add(c6, c7)));
+  sum = hn::Add(sum, hn::Add(hn::Add(hn::Add(c8, c9), hn::Add(c10, c11)),
+                             hn::Add(hn::Add(c12, c13), hn::Add(c14, c15))));
+  *sink = hn::GetLane(hn::SumOfLanes(d, sum));
+  return 2.0 * 16.0 * static_cast<double>(hn::Lanes(d)) * static_cast<double>(iterations);
+}
+
+float SumFloats(const float* HWY_RESTRICT p, size_t n) {
+  const hn::ScalableTag<float> d;
+  const size_t lanes = hn::Lanes(d);
+  auto s0 = hn::Zero(d), s1 = hn::Zero(d), s2 = hn::Zero(d), s3 = hn::Zero(d);
+  size_t i = 0;
+  for (; i + 4 * lanes <= n; i += 4 * lanes) {
+    s0 = hn::Add(s0, hn::LoadU(d, p + i));
+    s1 = hn::Add(s1, hn::LoadU(d, p + i + lanes));
+    s2 = hn::Add(s2, hn::LoadU(d, p + i + 2 * lanes));
+    s3 = hn::Add(s3, hn::LoadU(d, p + i + 3 * lanes));
+  }
+  float tail = 0.0f;
+  for (; i < n; ++i) tail += p[i];
+  return hn::GetLane(hn::SumOfLanes(d, hn::Add(hn::Add(s0, s1), hn::Add(s2, s3)))) + tail;
+}
+
+int64_t Target() { return HWY_TARGET; }
+
+}  // namespace HWY_NAMESPACE
+}  // namespace bench
+}  // namespace streamattn
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace streamattn {
+namespace bench {
+
+HWY_EXPORT(FmaChains);
+HWY_EXPORT(SumFloats);
+HWY_EXPORT(Target);
+
+namespace {
+
+// Runs fn(thread) on `threads` threads at once; returns the wall time in ms.
+template <typename F>
+double TimeOnThreads(int threads, F&& fn) {
+  std::vector<std::thread> pool;
+  const double start = NowMs();
+  for (int t = 0; t < threads; ++t) pool.emplace_back([&fn, t] { fn(t); });
+  for (std::thread& th : pool) th.join();
+  return NowMs() - start;
+}
+
+}  // namespace
+
+double MeasureFmaPeakGflops(int threads) {
+  const auto fma = HWY_DYNAMIC_DISPATCH(FmaChains);
+  std::vector<float> sinks(threads);
+  constexpr int64_t kIterations = 20000000;
+  double best = 0.0;
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    std::vector<double> flops(threads);
+    const double ms =
+        TimeOnThreads(threads, [&](int t) { flops[t] = fma(kIterations, &sinks[t]); });
+    double total = 0.0;
+    for (double f : flops) total += f;
+    best = std::max(best, total / (ms * 1e6));
+  }
+  return best;
+}
+
+double MeasureReadBandwidthGbps(int threads, size_t bytes) {
+  const size_t n = bytes / sizeof(float);
+  auto buffer = hwy::AllocateAligned<float>(n);
+  if (!buffer) return 0.0;
+  const size_t per_thread = n / threads;
+  // Touch every page from the thread that will read it (first-touch placement).
+  TimeOnThreads(threads, [&](int t) {
+    std::fill(buffer.get() + t * per_thread, buffer.get() + (t + 1) * per_thread, 1.0f);
+  });
+  const auto sum = HWY_DYNAMIC_DISPATCH(SumFloats);
+  std::vector<float> sinks(threads);
+  double best = 0.0;
+  for (int pass = 0; pass < 5; ++pass) {
+    const double ms = TimeOnThreads(
+        threads, [&](int t) { sinks[t] = sum(buffer.get() + t * per_thread, per_thread); });
+    best = std::max(best, static_cast<double>(per_thread * threads * sizeof(float)) / (ms * 1e6));
+  }
+  return best;
+}
+
+const char* PeakSimdTarget() { return hwy::TargetName(HWY_DYNAMIC_DISPATCH(Target)()); }
+
+}  // namespace bench
+}  // namespace streamattn
+#endif  // HWY_ONCE

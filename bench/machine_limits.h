@@ -1,0 +1,24 @@
+// What this machine allows, measured in the same run as the benchmarks so every figure can be
+// stated as a fraction of it: the FMA peak of the SIMD target the library dispatches to, and
+// the read bandwidth of memory (a buffer far larger than the last-level cache).
+#ifndef STREAMATTN_BENCH_MACHINE_LIMITS_H_
+#define STREAMATTN_BENCH_MACHINE_LIMITS_H_
+
+#include <cstddef>
+
+namespace streamattn {
+namespace bench {
+
+// Float32 GFLOP/s (an FMA counts 2) of `threads` threads each running independent FMA chains.
+double MeasureFmaPeakGflops(int threads);
+
+// GB/s of `threads` threads summing disjoint slices of a `bytes`-long buffer.
+double MeasureReadBandwidthGbps(int threads, size_t bytes = size_t{1} << 30);
+
+// The SIMD target the peak was measured with (the same dispatch the library uses).
+const char* PeakSimdTarget();
+
+}  // namespace bench
+}  // namespace streamattn
+
+#endif  // STREAMATTN_BENCH_MACHINE_LIMITS_H_
