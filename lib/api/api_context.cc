@@ -39,7 +39,7 @@ Status CreateContext(const sattn_context_options* user, sattn_context** out) {
   std::unique_ptr<sattn_context> ctx(new sattn_context);
   ctx->options = options;
   ctx->pool = ThreadPool::Create(options.num_threads);
-  ctx->cpu = CreateCpuBackend(ctx->pool.get(), &ctx->scratch);
+  ctx->cpu = std::make_unique<CpuBackend>(ctx->pool.get(), &ctx->scratch);
   ctx->active = ctx->cpu.get();
   ctx->backend_reason = options.backend == SATTN_BACKEND_CPU
                             ? "cpu: requested by options->backend"

@@ -1,8 +1,11 @@
 // The CPU backend: Highway kernels, dispatched to the best SIMD target of the running CPU, and
-// spread over the context's thread pool.
+// spread over the context's thread pool. Each operation's method is defined next to its kernel
+// (merge_states.cc, exp2.cc, ...), so adding an operation touches this class and a new file.
 #ifndef STREAMATTN_CPU_CPU_BACKEND_H_
 #define STREAMATTN_CPU_CPU_BACKEND_H_
 
+#include <algorithm>
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -12,8 +15,29 @@
 
 namespace streamattn {
 
-// pool and scratch are owned by the context and outlive the backend.
-std::unique_ptr<Backend> CreateCpuBackend(ThreadPool* pool, WorkerScratch* scratch);
+class CpuBackend final : public Backend {
+ public:
+  // pool and scratch are owned by the context and outlive the backend.
+  CpuBackend(ThreadPool* pool, WorkerScratch* scratch) : pool_(pool), scratch_(scratch) {}
+
+  sattn_backend kind() const override { return SATTN_BACKEND_CPU; }
+  Status Exp2(const float* x, float* y, int64_t n) override;
+  Status MergeStates(const MergeStatesArgs& args) override;
+
+ private:
+  ThreadPool* pool_;
+  WorkerScratch* scratch_;
+};
+
+// Splits `items` independent items of `cost_per_item` work units (about a multiply-add each)
+// into tasks big enough to amortise a task's overhead (~a microsecond) and numerous enough to
+// keep every worker busy. Depends only on the problem and the worker count, never on timing.
+inline int64_t ItemsPerTask(int64_t items, int64_t cost_per_item, int workers) {
+  constexpr int64_t kMinTaskCost = 1 << 14;
+  const int64_t by_cost = std::max<int64_t>(1, kMinTaskCost / std::max<int64_t>(1, cost_per_item));
+  const int64_t by_balance = std::max<int64_t>(1, items / (4 * static_cast<int64_t>(workers)));
+  return std::min(std::max(by_cost, by_balance), std::max<int64_t>(items, 1));
+}
 
 // The SIMD target the dispatcher picks on this CPU now ("AVX2", "NEON", ...).
 const char* ChosenSimdTargetName();

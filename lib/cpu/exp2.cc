@@ -6,6 +6,9 @@
 #include "hwy/highway.h"
 #include "cpu/exp2-inl.h"
 // clang-format on
+#include "cpu/exp2.h"
+
+#include "cpu/cpu_backend.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace streamattn {
@@ -30,6 +33,16 @@ namespace streamattn {
 HWY_EXPORT(Exp2ArrayImpl);
 
 void Exp2Array(const float* x, float* y, size_t n) { HWY_DYNAMIC_DISPATCH(Exp2ArrayImpl)(x, y, n); }
+
+Status CpuBackend::Exp2(const float* x, float* y, int64_t n) {
+  const auto exp2 = HWY_DYNAMIC_DISPATCH(Exp2ArrayImpl);
+  constexpr int64_t kChunk = 1 << 16;
+  pool_->ParallelFor((n + kChunk - 1) / kChunk, [&](int64_t task, int) {
+    const int64_t begin = task * kChunk;
+    exp2(x + begin, y + begin, static_cast<size_t>(std::min(kChunk, n - begin)));
+  });
+  return Status();
+}
 
 }  // namespace streamattn
 #endif  // HWY_ONCE

@@ -11,9 +11,9 @@
 #include "cpu/convert-inl.h"
 #include "cpu/online_state-inl.h"
 // clang-format on
-#include "cpu/merge_states.h"
-
 #include <algorithm>
+
+#include "cpu/cpu_backend.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace streamattn {
@@ -63,11 +63,20 @@ namespace streamattn {
 
 HWY_EXPORT(MergeStatesRowsImpl);
 
-size_t MergeStatesScratchFloats(const MergeStatesArgs& args) {
-  return 2 * hwy::RoundUpTo(static_cast<size_t>(args.out.dim(3)), 16) + 2 * args.num_parts;
+Status CpuBackend::MergeStates(const MergeStatesArgs& args) {
+  const int64_t rows = args.out.dim(0) * args.out.dim(1) * args.out.dim(2);
+  const int workers = pool_->NumWorkers();
+  const size_t scratch_floats =
+      2 * hwy::RoundUpTo(static_cast<size_t>(args.out.dim(3)), 16) + 2 * args.num_parts;
+  SATTN_RETURN_IF_ERROR(scratch_->Reserve(workers, scratch_floats * sizeof(float)));
+  const auto merge_rows = HWY_DYNAMIC_DISPATCH(MergeStatesRowsImpl);
+  const int64_t rows_per_task = ItemsPerTask(rows, (args.num_parts + 1) * args.out.dim(3), workers);
+  pool_->ParallelFor((rows + rows_per_task - 1) / rows_per_task, [&](int64_t task, int worker) {
+    const int64_t begin = task * rows_per_task;
+    merge_rows(args, begin, std::min(rows, begin + rows_per_task), scratch_->Get<float>(worker));
+  });
+  return Status();
 }
-
-MergeStatesRowsFn ResolveMergeStatesRows() { return HWY_DYNAMIC_DISPATCH(MergeStatesRowsImpl); }
 
 }  // namespace streamattn
 #endif  // HWY_ONCE
