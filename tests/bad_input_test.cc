@@ -61,6 +61,8 @@ std::vector<MergeCase> MergeCases() {
        [](MergeCall& c) { c.o_views[1].data = nullptr; }},
       {"unknown dtype", SATTN_ERR_INVALID_ARGUMENT, "o_parts[0].dtype",
        [](MergeCall& c) { c.o_views[0].dtype = 7; }},
+      {"integer dtype for values", SATTN_ERR_INVALID_ARGUMENT, "o_parts[1].dtype=i32",
+       [](MergeCall& c) { c.o_views[1].dtype = SATTN_DTYPE_I32; }},
       {"unknown device", SATTN_ERR_INVALID_ARGUMENT, "out.device",
        [](MergeCall& c) { c.out_view.device = 5; }},
       {"device tensor on a cpu context", SATTN_ERR_INVALID_ARGUMENT, "o_parts[1].device",

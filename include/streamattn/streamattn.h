@@ -63,8 +63,9 @@ SATTN_API const char* sattn_last_error(void);
 
 typedef enum sattn_dtype {
   SATTN_DTYPE_F32 = 1,
-  SATTN_DTYPE_F16 = 2, /* IEEE binary16 */
-  SATTN_DTYPE_BF16 = 3 /* bfloat16 */
+  SATTN_DTYPE_F16 = 2,  /* IEEE binary16 */
+  SATTN_DTYPE_BF16 = 3, /* bfloat16 */
+  SATTN_DTYPE_I32 = 4   /* int32: only where a call asks for integers (indices, lengths) */
 } sattn_dtype;
 
 typedef enum sattn_device {

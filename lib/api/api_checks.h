@@ -28,6 +28,12 @@ inline Status CheckDType(const Tensor& t, const char* name, DType expected) {
   return InvalidArgument("%s.dtype=%s must be %s", name, DTypeName(t.dtype), DTypeName(expected));
 }
 
+// Attention inputs and outputs hold numbers to compute with: f32, f16 or bf16.
+inline Status CheckFloatDType(const Tensor& t, const char* name) {
+  if (IsFloatDType(t.dtype)) return Status();
+  return InvalidArgument("%s.dtype=%s must be f32, f16 or bf16", name, DTypeName(t.dtype));
+}
+
 // Validates a view of the given rank on the context's device.
 inline Status ValidateOnDevice(const sattn_context* ctx, const sattn_tensor* view, const char* name,
                                int rank, Tensor* out) {

@@ -35,6 +35,7 @@ Status MergeStates(sattn_context* ctx, int32_t num_parts, const sattn_tensor* o_
   MergeStatesArgs args;
   args.num_parts = num_parts;
   SATTN_RETURN_IF_ERROR(ValidateOnDevice(ctx, out_view, "out", 4, &args.out));
+  SATTN_RETURN_IF_ERROR(CheckFloatDType(args.out, "out"));
   SATTN_RETURN_IF_ERROR(CheckNoSelfOverlap(args.out, "out"));
   Tensor lse_out;
   if (lse_out_view != nullptr) {
@@ -50,6 +51,7 @@ Status MergeStates(sattn_context* ctx, int32_t num_parts, const sattn_tensor* o_
     const std::string o_name = PartName("o_parts", i);
     const std::string lse_name = PartName("lse_parts", i);
     SATTN_RETURN_IF_ERROR(ValidateOnDevice(ctx, &o_parts[i], o_name.c_str(), 4, &o[i]));
+    SATTN_RETURN_IF_ERROR(CheckFloatDType(o[i], o_name.c_str()));
     for (int dim = 0; dim < 4; ++dim) {
       SATTN_RETURN_IF_ERROR(CheckSameExtent(o[i], o_name.c_str(), dim, args.out, "out", dim));
     }

@@ -14,13 +14,17 @@ enum class DType : int32_t {
   kF32 = SATTN_DTYPE_F32,
   kF16 = SATTN_DTYPE_F16,
   kBF16 = SATTN_DTYPE_BF16,
+  kI32 = SATTN_DTYPE_I32,  // indices and lengths, never computed with
 };
 
 inline bool IsKnownDType(int32_t code) {
-  return code == SATTN_DTYPE_F32 || code == SATTN_DTYPE_F16 || code == SATTN_DTYPE_BF16;
+  return code == SATTN_DTYPE_F32 || code == SATTN_DTYPE_F16 || code == SATTN_DTYPE_BF16 ||
+         code == SATTN_DTYPE_I32;
 }
 
-inline int64_t DTypeSize(DType t) { return t == DType::kF32 ? 4 : 2; }
+inline bool IsFloatDType(DType t) { return t != DType::kI32; }
+
+inline int64_t DTypeSize(DType t) { return t == DType::kF32 || t == DType::kI32 ? 4 : 2; }
 
 inline const char* DTypeName(DType t) {
   switch (t) {
@@ -30,6 +34,8 @@ inline const char* DTypeName(DType t) {
       return "f16";
     case DType::kBF16:
       return "bf16";
+    case DType::kI32:
+      return "i32";
   }
   return "?";
 }
@@ -95,6 +101,8 @@ inline float LoadAsFloat(DType t, const void* p) {
       return F16ToF32(*static_cast<const uint16_t*>(p));
     case DType::kBF16:
       return BF16ToF32(*static_cast<const uint16_t*>(p));
+    case DType::kI32:
+      break;  // callers check IsFloatDType first
   }
   return 0.0f;
 }
@@ -110,6 +118,8 @@ inline void StoreFromFloat(DType t, float value, void* p) {
     case DType::kBF16:
       *static_cast<uint16_t*>(p) = F32ToBF16(value);
       return;
+    case DType::kI32:
+      return;  // callers check IsFloatDType first
   }
 }
 

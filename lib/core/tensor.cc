@@ -50,7 +50,7 @@ Status ValidateTensor(const sattn_tensor* view, const char* name, int rank, Tens
   if (view == nullptr) return InvalidArgument("%s must not be NULL", name);
   if (view->data == nullptr) return InvalidArgument("%s.data must not be NULL", name);
   if (!IsKnownDType(view->dtype)) {
-    return InvalidArgument("%s.dtype=%d is not a sattn_dtype (f32=1, f16=2, bf16=3)", name,
+    return InvalidArgument("%s.dtype=%d is not a sattn_dtype (f32=1, f16=2, bf16=3, i32=4)", name,
                            view->dtype);
   }
   if (view->device != SATTN_DEVICE_CPU && view->device != SATTN_DEVICE_CUDA) {

@@ -48,6 +48,8 @@ HWY_INLINE void LoadRowAsF32(D d, DType dtype, const void* row, int64_t stride, 
         }
         break;
       }
+      case DType::kI32:
+        return;  // not a float row: callers check IsFloatDType first
     }
   }
   const char* bytes = static_cast<const char*>(row);
