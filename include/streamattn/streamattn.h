@@ -100,7 +100,8 @@ typedef enum sattn_backend {
 
 typedef struct sattn_context_options {
   uint32_t struct_size; /* sizeof(sattn_context_options) */
-  int32_t num_threads;  /* CPU worker threads, including the caller; 0 = all cores */
+  int32_t num_threads;  /* CPU threads, the caller's included; 0 or more than the process
+                         * may use = all it may use */
   int32_t backend;      /* a sattn_backend; 0 = auto */
 } sattn_context_options;
 
@@ -133,6 +134,55 @@ SATTN_API sattn_status sattn_context_get_info(const sattn_context* ctx, sattn_co
  * below -150 and for -inf, +inf from 128 on, NaN for NaN. y may equal x (in place); any other
  * overlap is an error. Float32 host arrays. */
 SATTN_API sattn_status sattn_exp2(sattn_context* ctx, const float* x, float* y, int64_t n);
+
+/* ------------------------------------------------------------------ attention */
+
+typedef struct sattn_attention_options {
+  uint32_t struct_size; /* sizeof(sattn_attention_options) */
+  /* Scores are scale * q.k; 0 means 1/sqrt(head_dim). Must be finite. */
+  float scale;
+  /* Nonzero: causal mask aligned bottom-right, query i sees keys j <= i + seq_k - seq_q (the
+   * last query sees every key, as decoding with a cache needs). */
+  int32_t causal;
+  /* Nonzero: a sliding window, query i sees keys j with
+   * i + seq_k - seq_q - window_left <= j <= i + seq_k - seq_q + window_right;
+   * -1 leaves that side unbounded. Combined with causal, the tighter bound wins. */
+  int32_t has_window;
+  int64_t window_left;
+  int64_t window_right;
+  /* > 0: scores become softcap * tanh(score / softcap) (after scaling, before ALiBi and the
+   * mask). 0: none. */
+  float softcap;
+  /* Optional (NULL = none) per-query-head ALiBi slopes, float32 [heads_q]: the score of key j
+   * for query i gets -slope * |i + seq_k - seq_q - j|. */
+  const sattn_tensor* alibi_slopes;
+  /* Optional additive mask, f32/f16/bf16 [batch or 1, heads_q or 1, seq_q, seq_k], added to
+   * the scores; -inf hides a key. Extent 1 (or stride 0) broadcasts. */
+  const sattn_tensor* mask;
+  /* Optional per-query-head sink logits, float32 [heads_q] (natural units, not scaled): one
+   * extra logit per row that joins the softmax denominator and carries no value, so rows can
+   * put weight "nowhere". lse includes it. */
+  const sattn_tensor* sinks;
+} sattn_attention_options;
+
+/* Exact softmax attention: out = softmax(scale * q k^T + bias) v, streamed over key tiles with
+ * the online softmax (never materialising seq_q x seq_k scores).
+ *   q   [batch, seq_q, heads_q, head_dim]     f32, f16 or bf16
+ *   k   [batch, seq_k, heads_kv, head_dim]    f32, f16 or bf16
+ *   v   [batch, seq_k, heads_kv, head_dim_v]  f32, f16 or bf16 (head_dim_v may differ)
+ *   out [batch, seq_q, heads_q, head_dim_v]   f32, f16 or bf16 (may differ from q)
+ *   lse [batch, heads_q, seq_q] float32, natural log; optional (NULL)
+ * heads_q must be a multiple of heads_kv (GQA; heads_kv = 1 is MQA); query head h reads kv
+ * head h / (heads_q / heads_kv). head_dim and head_dim_v are 1..256. Any strides.
+ * The state is float32 whatever the dtypes. A row that sees no key gets out = 0 and
+ * lse = -inf (or the sink's logit when sinks are given), never NaN. A NaN in a visible score
+ * makes its row NaN; hidden keys are never read into the result, even if they hold NaN or Inf.
+ * out may be exactly the same view as q (in place); no other overlap between out, lse and the
+ * inputs is allowed. Results are bitwise identical for any thread count. options may be NULL. */
+SATTN_API sattn_status sattn_attention(sattn_context* ctx, const sattn_tensor* q,
+                                       const sattn_tensor* k, const sattn_tensor* v,
+                                       const sattn_tensor* out, const sattn_tensor* lse,
+                                       const sattn_attention_options* options);
 
 /* ------------------------------------------------------------------ merging partial results */
 

@@ -34,7 +34,10 @@ Status CreateContext(const sattn_context_options* user, sattn_context** out) {
   if (options.backend == SATTN_BACKEND_CUDA) {
     return BackendUnavailable("options->backend=cuda: the CUDA backend is %s", kCudaUnavailable);
   }
-  if (options.num_threads == 0) options.num_threads = ThreadPool::DefaultNumThreads();
+  // oneTBB will not run more threads than the process may use, so a larger request is capped
+  // (and reported as such by sattn_context_get_info) rather than silently not honoured.
+  const int available = ThreadPool::DefaultNumThreads();
+  if (options.num_threads == 0 || options.num_threads > available) options.num_threads = available;
 
   std::unique_ptr<sattn_context> ctx(new sattn_context);
   ctx->options = options;

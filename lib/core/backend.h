@@ -5,6 +5,7 @@
 
 #include <cstdint>
 
+#include "core/attention_args.h"
 #include "core/status.h"
 #include "core/tensor.h"
 #include "streamattn/streamattn.h"
@@ -28,6 +29,7 @@ class Backend {
 
   virtual Status Exp2(const float* x, float* y, int64_t n) = 0;
   virtual Status MergeStates(const MergeStatesArgs& args) = 0;
+  virtual Status Attention(const AttentionArgs& args) = 0;
 };
 
 }  // namespace streamattn

@@ -20,6 +20,42 @@ namespace streamattn {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
+// Targets whose f16 -> f32 conversion is an instruction (F16C on AVX2 and up, Arm v8). Highway
+// 1.0.3 emulates it elsewhere and turns Inf and NaN halves into finite numbers, which would
+// let a NaN in a cache through as 65536; F16LanesToF32 below keeps them.
+constexpr bool kNativeF16 =
+    (HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2) || HWY_ARCH_ARM_A64 || HWY_ARCH_RVV;
+
+// Lanes of binary16 bits (widened to u32) as float: exact, Inf and NaN included.
+template <class DF, class VU>
+HWY_INLINE hn::Vec<DF> F16LanesToF32(DF df, VU bits) {
+  const hn::RebindToUnsigned<DF> du;
+  const auto exponent = hn::And(hn::ShiftRight<10>(bits), hn::Set(du, 0x1F));
+  const auto mantissa = hn::And(bits, hn::Set(du, 0x3FF));
+  const auto sign = hn::ShiftLeft<16>(hn::And(bits, hn::Set(du, 0x8000)));
+  const auto normal =
+      hn::Or(hn::ShiftLeft<23>(hn::Add(exponent, hn::Set(du, 112))), hn::ShiftLeft<13>(mantissa));
+  const auto inf_or_nan = hn::Or(hn::Set(du, 0x7F800000u), hn::ShiftLeft<13>(mantissa));
+  const auto subnormal =
+      hn::BitCast(du, hn::Mul(hn::ConvertTo(df, hn::BitCast(hn::RebindToSigned<DF>(), mantissa)),
+                              hn::Set(df, 1.0f / 16777216.0f)));
+  auto magnitude = hn::IfThenElse(hn::Eq(exponent, hn::Set(du, 31)), inf_or_nan, normal);
+  magnitude = hn::IfThenElse(hn::Eq(exponent, hn::Zero(du)), subnormal, magnitude);
+  return hn::BitCast(df, hn::Or(sign, magnitude));
+}
+
+// One vector of halves from p, as float.
+template <class DF>
+HWY_INLINE hn::Vec<DF> LoadF16AsF32(DF df, const hwy::float16_t* HWY_RESTRICT p) {
+  if constexpr (kNativeF16) {
+    return hn::PromoteTo(df, hn::LoadU(hn::Rebind<hwy::float16_t, DF>(), p));
+  } else {
+    const hn::Rebind<uint16_t, DF> du16;
+    const auto bits = hn::LoadU(du16, reinterpret_cast<const uint16_t*>(p));
+    return F16LanesToF32(df, hn::PromoteTo(hn::RebindToUnsigned<DF>(), bits));
+  }
+}
+
 // dst[i] = row[i * stride] as float, for i < n.
 template <class D>
 HWY_INLINE void LoadRowAsF32(D d, DType dtype, const void* row, int64_t stride, size_t n,
@@ -33,11 +69,8 @@ HWY_INLINE void LoadRowAsF32(D d, DType dtype, const void* row, int64_t stride, 
         return;
       }
       case DType::kF16: {
-        const hn::Rebind<hwy::float16_t, D> dh;
         const auto* src = static_cast<const hwy::float16_t*>(row);
-        for (; i + lanes <= n; i += lanes) {
-          hn::StoreU(hn::PromoteTo(d, hn::LoadU(dh, src + i)), d, dst + i);
-        }
+        for (; i + lanes <= n; i += lanes) hn::StoreU(LoadF16AsF32(d, src + i), d, dst + i);
         break;
       }
       case DType::kBF16: {

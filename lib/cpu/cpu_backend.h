@@ -23,6 +23,7 @@ class CpuBackend final : public Backend {
   sattn_backend kind() const override { return SATTN_BACKEND_CPU; }
   Status Exp2(const float* x, float* y, int64_t n) override;
   Status MergeStates(const MergeStatesArgs& args) override;
+  Status Attention(const AttentionArgs& args) override;
 
  private:
   ThreadPool* pool_;

@@ -73,19 +73,28 @@ AttentionResult Attention(const Array& q, const Array& k, const Array& v,
     const int64_t used_k = spec.seqused_k.empty() ? seq_k : spec.seqused_k[b];
     for (int64_t h = 0; h < heads_q; ++h) {
       const int64_t hk = h / group;
+      // This head's keys and values as plain rows (only a copy, for speed).
+      std::vector<double> keys(seq_k * dim), values(seq_k * dim_v);
+      for (int64_t j = 0; j < seq_k; ++j) {
+        for (int64_t d = 0; d < dim; ++d) keys[j * dim + d] = k({b, j, hk, d});
+        for (int64_t d = 0; d < dim_v; ++d) values[j * dim_v + d] = v({b, j, hk, d});
+      }
       for (int64_t i = 0; i < seq_q; ++i) {
+        std::vector<double> query(dim);
+        for (int64_t d = 0; d < dim; ++d) query[d] = q({b, i, h, d});
         std::vector<double> scores(seq_k, -kInf);
         for (int64_t j = 0; j < seq_k; ++j) {
           if (!KeyVisible(i, j, seq_q, used_k, spec)) continue;
+          const double bias = spec.mask ? spec.mask(b, h, i, j) : 0.0;
+          if (bias == -kInf) continue;  // hidden by the mask, whatever q.k is
           double s = 0.0;
-          for (int64_t d = 0; d < dim; ++d) s += q({b, i, h, d}) * k({b, j, hk, d});
+          for (int64_t d = 0; d < dim; ++d) s += query[d] * keys[j * dim + d];
           s *= scale;
           if (spec.softcap > 0.0) s = spec.softcap * std::tanh(s / spec.softcap);
           if (!spec.alibi_slopes.empty()) {
             s -= spec.alibi_slopes[h] * std::fabs(static_cast<double>(i + used_k - seq_q - j));
           }
-          if (spec.mask) s += spec.mask(b, h, i, j);
-          scores[j] = s;
+          scores[j] = s + bias;
         }
         // The sink joins the softmax as one more logit whose value vector is zero.
         std::vector<double> logits = scores;
@@ -96,7 +105,7 @@ AttentionResult Attention(const Array& q, const Array& k, const Array& v,
         for (int64_t d = 0; d < dim_v; ++d) {
           double o = 0.0;
           for (int64_t j = 0; j < seq_k; ++j) {
-            if (scores[j] != -kInf) o += p[j] * v({b, j, hk, d});  // masked V is never read
+            if (scores[j] != -kInf) o += p[j] * values[j * dim_v + d];  // hidden V never read
           }
           result.out({b, i, h, d}) = any_visible ? o : 0.0;
         }

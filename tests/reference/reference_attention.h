@@ -36,7 +36,8 @@ struct AttentionSpec {
   int64_t window_right = -1;  // -1: unbounded; else keys j <= i + seq_k - seq_q + right
   double softcap = 0.0;       // > 0: score = softcap * tanh(score / softcap), after scaling
   std::vector<double> alibi_slopes;  // per query head: score -= slope * |i + seq_k - seq_q - j|
-  // Additive mask mask(b, h, i, j), added after softcap and ALiBi; -inf hides the key.
+  // Additive mask mask(b, h, i, j), added after softcap and ALiBi; -inf hides the key (even
+  // if its q.k is NaN).
   std::function<double(int64_t b, int64_t h, int64_t i, int64_t j)> mask;
   std::vector<double> sinks;       // per query head: a logit that joins the denominator only
   std::vector<int64_t> seqused_k;  // per batch: only the first seqused_k[b] keys exist

@@ -1,0 +1,192 @@
+// sattn_attention: every argument checked and the options made canonical (AttentionArgs), then
+// the backend.
+#include <cinttypes>
+#include <cmath>
+#include <cstddef>
+
+#include "api/api_checks.h"
+#include "api/api_guard.h"
+#include "core/attention_args.h"
+
+namespace streamattn {
+namespace {
+
+constexpr size_t kAttentionOptionsV1Size = sizeof(sattn_attention_options);
+constexpr int64_t kMaxHeadDim = 256;
+
+// A [heads_q] float32 vector option (ALiBi slopes, sinks), copied out.
+Status ReadPerHeadVector(const sattn_context* ctx, const sattn_tensor* view, const char* name,
+                         int64_t heads_q, bool allow_minus_infinity, std::vector<float>* out) {
+  Tensor t;
+  SATTN_RETURN_IF_ERROR(ValidateOnDevice(ctx, view, name, 1, &t));
+  SATTN_RETURN_IF_ERROR(CheckDType(t, name, DType::kF32));
+  if (t.dim(0) != heads_q) {
+    return InvalidArgument("%s.shape[0]=%" PRId64 " must equal heads_q=%" PRId64, name, t.dim(0),
+                           heads_q);
+  }
+  out->resize(heads_q);
+  for (int64_t h = 0; h < heads_q; ++h) {
+    const float x = *t.At<float>(h);
+    if (std::isnan(x) || (std::isinf(x) && !(allow_minus_infinity && x < 0))) {
+      return InvalidArgument("%s[%" PRId64 "]=%g must be finite%s", name, h, x,
+                             allow_minus_infinity ? " or -inf" : "");
+    }
+    (*out)[h] = x;
+  }
+  return Status();
+}
+
+Status CheckMask(const AttentionArgs& a, const Tensor& mask) {
+  SATTN_RETURN_IF_ERROR(CheckFloatDType(mask, "mask"));
+  if (mask.dim(0) != 1 && mask.dim(0) != a.batch) {
+    return InvalidArgument("mask.shape[0]=%" PRId64 " must be 1 or batch=%" PRId64
+                           " (the mask broadcasts over batch and heads only)",
+                           mask.dim(0), a.batch);
+  }
+  if (mask.dim(1) != 1 && mask.dim(1) != a.heads_q) {
+    return InvalidArgument("mask.shape[1]=%" PRId64 " must be 1 or heads_q=%" PRId64, mask.dim(1),
+                           a.heads_q);
+  }
+  SATTN_RETURN_IF_ERROR(CheckSameExtent(mask, "mask", 2, a.q, "q", 1));
+  return CheckSameExtent(mask, "mask", 3, a.k, "k", 1);
+}
+
+Status ReadOptionsInto(const sattn_context* ctx, const sattn_attention_options* user,
+                       AttentionArgs* a) {
+  sattn_attention_options o{};
+  SATTN_RETURN_IF_ERROR(ReadOptions(user, "options", kAttentionOptionsV1Size, &o));
+  if (!std::isfinite(o.scale)) return InvalidArgument("options->scale=%g must be finite", o.scale);
+  a->scale = o.scale != 0.0f ? o.scale : 1.0f / std::sqrt(static_cast<float>(a->head_dim));
+  if (!(o.softcap >= 0.0f) || std::isinf(o.softcap)) {
+    return InvalidArgument("options->softcap=%g must be finite and >= 0 (0 = none)", o.softcap);
+  }
+  a->softcap = o.softcap;
+  if (o.has_window) {
+    if (o.window_left < -1) {
+      return InvalidArgument("options->window_left=%" PRId64 " must be >= -1 (-1 = unbounded)",
+                             o.window_left);
+    }
+    if (o.window_right < -1) {
+      return InvalidArgument("options->window_right=%" PRId64 " must be >= -1 (-1 = unbounded)",
+                             o.window_right);
+    }
+    a->window_left = o.window_left;
+    a->window_right = o.window_right;
+  }
+  if (o.causal) a->window_right = a->window_right < 0 ? 0 : std::min<int64_t>(a->window_right, 0);
+  if (o.alibi_slopes != nullptr) {
+    SATTN_RETURN_IF_ERROR(ReadPerHeadVector(ctx, o.alibi_slopes, "options->alibi_slopes",
+                                            a->heads_q, false, &a->alibi_slopes));
+  }
+  if (o.sinks != nullptr) {
+    SATTN_RETURN_IF_ERROR(
+        ReadPerHeadVector(ctx, o.sinks, "options->sinks", a->heads_q, true, &a->sinks));
+  }
+  if (o.mask != nullptr) {
+    SATTN_RETURN_IF_ERROR(ValidateOnDevice(ctx, o.mask, "options->mask", 4, &a->mask));
+    SATTN_RETURN_IF_ERROR(CheckMask(*a, a->mask));
+    a->has_mask = true;
+  }
+  return Status();
+}
+
+Status CheckShapes(AttentionArgs* a) {
+  for (const auto& [t, name] : {std::pair<const Tensor*, const char*>{&a->q, "q"},
+                                {&a->k, "k"},
+                                {&a->v, "v"},
+                                {&a->out, "out"}}) {
+    SATTN_RETURN_IF_ERROR(CheckFloatDType(*t, name));
+  }
+  SATTN_RETURN_IF_ERROR(CheckSameExtent(a->k, "k", 0, a->q, "q", 0));
+  SATTN_RETURN_IF_ERROR(CheckSameExtent(a->v, "v", 0, a->q, "q", 0));
+  SATTN_RETURN_IF_ERROR(CheckSameExtent(a->v, "v", 1, a->k, "k", 1));
+  SATTN_RETURN_IF_ERROR(CheckSameExtent(a->v, "v", 2, a->k, "k", 2));
+  SATTN_RETURN_IF_ERROR(CheckSameExtent(a->k, "k", 3, a->q, "q", 3));
+  if (a->q.dim(2) % a->k.dim(2) != 0) {
+    return InvalidArgument("q.shape[2]=%" PRId64
+                           " (heads_q) must be a multiple of k.shape[2]=%" PRId64 " (heads_kv)",
+                           a->q.dim(2), a->k.dim(2));
+  }
+  if (a->q.dim(3) > kMaxHeadDim) {
+    return InvalidArgument("q.shape[3]=%" PRId64 " (head_dim) must be <= %" PRId64, a->q.dim(3),
+                           kMaxHeadDim);
+  }
+  if (a->v.dim(3) > kMaxHeadDim) {
+    return InvalidArgument("v.shape[3]=%" PRId64 " (head_dim_v) must be <= %" PRId64, a->v.dim(3),
+                           kMaxHeadDim);
+  }
+  for (int dim = 0; dim < 3; ++dim) {
+    SATTN_RETURN_IF_ERROR(CheckSameExtent(a->out, "out", dim, a->q, "q", dim));
+  }
+  SATTN_RETURN_IF_ERROR(CheckSameExtent(a->out, "out", 3, a->v, "v", 3));
+  a->batch = a->q.dim(0);
+  a->seq_q = a->q.dim(1);
+  a->heads_q = a->q.dim(2);
+  a->head_dim = a->q.dim(3);
+  a->seq_k = a->k.dim(1);
+  a->heads_kv = a->k.dim(2);
+  a->head_dim_v = a->v.dim(3);
+  a->group = a->heads_q / a->heads_kv;
+  if (a->has_lse) {
+    SATTN_RETURN_IF_ERROR(CheckDType(a->lse, "lse", DType::kF32));
+    SATTN_RETURN_IF_ERROR(CheckSameExtent(a->lse, "lse", 0, a->q, "q", 0));
+    SATTN_RETURN_IF_ERROR(CheckSameExtent(a->lse, "lse", 1, a->q, "q", 2));
+    SATTN_RETURN_IF_ERROR(CheckSameExtent(a->lse, "lse", 2, a->q, "q", 1));
+  }
+  return Status();
+}
+
+// Outputs must not overlap themselves, each other, or any input (out may be exactly q).
+Status CheckAliasing(const AttentionArgs& a) {
+  SATTN_RETURN_IF_ERROR(CheckNoSelfOverlap(a.out, "out"));
+  SATTN_RETURN_IF_ERROR(CheckNoPartialOverlap(a.out, "out", a.q, "q", true));
+  SATTN_RETURN_IF_ERROR(CheckNoPartialOverlap(a.out, "out", a.k, "k", false));
+  SATTN_RETURN_IF_ERROR(CheckNoPartialOverlap(a.out, "out", a.v, "v", false));
+  if (a.has_mask) {
+    SATTN_RETURN_IF_ERROR(CheckNoPartialOverlap(a.out, "out", a.mask, "options->mask", false));
+  }
+  if (!a.has_lse) return Status();
+  SATTN_RETURN_IF_ERROR(CheckNoSelfOverlap(a.lse, "lse"));
+  SATTN_RETURN_IF_ERROR(CheckNoPartialOverlap(a.lse, "lse", a.out, "out", false));
+  SATTN_RETURN_IF_ERROR(CheckNoPartialOverlap(a.lse, "lse", a.q, "q", false));
+  SATTN_RETURN_IF_ERROR(CheckNoPartialOverlap(a.lse, "lse", a.k, "k", false));
+  SATTN_RETURN_IF_ERROR(CheckNoPartialOverlap(a.lse, "lse", a.v, "v", false));
+  if (a.has_mask) {
+    SATTN_RETURN_IF_ERROR(CheckNoPartialOverlap(a.lse, "lse", a.mask, "options->mask", false));
+  }
+  return Status();
+}
+
+Status Attention(sattn_context* ctx, const sattn_tensor* q, const sattn_tensor* k,
+                 const sattn_tensor* v, const sattn_tensor* out, const sattn_tensor* lse,
+                 const sattn_attention_options* options) {
+  SATTN_RETURN_IF_ERROR(CheckContext(ctx));
+  AttentionArgs a;
+  SATTN_RETURN_IF_ERROR(ValidateOnDevice(ctx, q, "q", 4, &a.q));
+  SATTN_RETURN_IF_ERROR(ValidateOnDevice(ctx, k, "k", 4, &a.k));
+  SATTN_RETURN_IF_ERROR(ValidateOnDevice(ctx, v, "v", 4, &a.v));
+  SATTN_RETURN_IF_ERROR(ValidateOnDevice(ctx, out, "out", 4, &a.out));
+  if (lse != nullptr) {
+    SATTN_RETURN_IF_ERROR(ValidateOnDevice(ctx, lse, "lse", 3, &a.lse));
+    a.has_lse = true;
+  }
+  SATTN_RETURN_IF_ERROR(CheckShapes(&a));
+  SATTN_RETURN_IF_ERROR(ReadOptionsInto(ctx, options, &a));
+  SATTN_RETURN_IF_ERROR(CheckAliasing(a));
+  return ctx->active->Attention(a);
+}
+
+}  // namespace
+}  // namespace streamattn
+
+extern "C" {
+
+SATTN_API sattn_status sattn_attention(sattn_context* ctx, const sattn_tensor* q,
+                                       const sattn_tensor* k, const sattn_tensor* v,
+                                       const sattn_tensor* out, const sattn_tensor* lse,
+                                       const sattn_attention_options* options) {
+  return streamattn::RunGuarded(
+      [&] { return streamattn::Attention(ctx, q, k, v, out, lse, options); });
+}
+
+}  // extern "C"

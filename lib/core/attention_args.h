@@ -1,0 +1,55 @@
+// AttentionArgs: a validated sattn_attention call in canonical form, shared by every backend.
+// Options are resolved once here (default scale, causal folded into the window, slopes and
+// sinks copied out of their views), so kernels see one representation of "which keys does
+// query i see" and never re-derive it.
+#ifndef STREAMATTN_CORE_ATTENTION_ARGS_H_
+#define STREAMATTN_CORE_ATTENTION_ARGS_H_
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace streamattn {
+
+struct AttentionArgs {
+  Tensor q, k, v, out;
+  Tensor lse;  // valid when has_lse
+  bool has_lse = false;
+
+  int64_t batch = 0, seq_q = 0, seq_k = 0, heads_q = 0, heads_kv = 0;
+  int64_t head_dim = 0, head_dim_v = 0;
+  int64_t group = 1;  // heads_q / heads_kv: query heads sharing one kv head
+
+  float scale = 1.0f;  // natural units; the kernels fold log2(e) in
+  // Visible keys of query i: [diag - window_left, diag + window_right] with
+  // diag = i + seq_k - seq_q, clipped to [0, seq_k); -1 = unbounded. Causal is window_right = 0.
+  int64_t window_left = -1;
+  int64_t window_right = -1;
+  float softcap = 0.0f;             // 0: none
+  std::vector<float> alibi_slopes;  // [heads_q] or empty
+  std::vector<float> sinks;         // [heads_q] or empty
+  Tensor mask;                      // valid when has_mask: [batch|1, heads_q|1, seq_q, seq_k]
+  bool has_mask = false;
+};
+
+// The keys query i sees, as an inclusive range [lo, hi] (empty when lo > hi), for a sequence
+// of seq_k keys.
+struct KeyRange {
+  int64_t lo;
+  int64_t hi;
+  bool empty() const { return lo > hi; }
+};
+
+inline KeyRange VisibleKeys(const AttentionArgs& args, int64_t i, int64_t seq_k) {
+  const int64_t diagonal = i + seq_k - args.seq_q;
+  KeyRange range{0, seq_k - 1};
+  if (args.window_left >= 0) range.lo = std::max(range.lo, diagonal - args.window_left);
+  if (args.window_right >= 0) range.hi = std::min(range.hi, diagonal + args.window_right);
+  return range;
+}
+
+}  // namespace streamattn
+
+#endif  // STREAMATTN_CORE_ATTENTION_ARGS_H_

@@ -1,0 +1,133 @@
+// The online-softmax step of the flash forward, on a transposed score tile S^T[key][row]: one
+// SIMD lane per query row, so the row state (m, l) lives in lanes and a tile needs no
+// horizontal reduction. Per tile and row: m_new = max(m, max_c s), alpha = exp2(m - m_new),
+// p = exp2(s - m_new), l = alpha * l + sum p (the seed's block recurrence); O is rescaled by
+// alpha inside the P.V product. Cost per score: two loads, a max, an exp2, an add and a store;
+// hidden keys cost a compare and a select; ALiBi a few more ops, softcap a tanh (an exp2).
+#if defined(STREAMATTN_CPU_FLASH_SOFTMAX_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef STREAMATTN_CPU_FLASH_SOFTMAX_INL_H_
+#undef STREAMATTN_CPU_FLASH_SOFTMAX_INL_H_
+#else
+#define STREAMATTN_CPU_FLASH_SOFTMAX_INL_H_
+#endif
+
+#include <cstddef>
+
+#include "core/online_state.h"
+#include "cpu/exp2-inl.h"
+#include "hwy/highway.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace streamattn {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+// What turns a raw product q.k (already multiplied by the folded query scale) into a base-2
+// score, for the rows of one panel and the keys of one tile.
+struct TileScoring {
+  bool full = true;           // every row sees every key of the tile: no visibility test
+  const float* lo = nullptr;  // per row: first visible key, relative to the tile (may be < 0)
+  const float* hi = nullptr;  // per row: last visible key, relative to the tile
+  const float* alibi_slope2 = nullptr;  // per row: -slope * log2(e); nullptr: no ALiBi
+  const float* diagonal = nullptr;      // per row: i + seq_k - seq_q, relative to the tile
+};
+
+// tanh by the library's exp2: an odd series for |x| < 1/8 (no cancellation near 0), else
+// 1 - 2 / (e^(2|x|) + 1) with the sign restored. Max error ~2e-7 absolute.
+template <class D, class V = hn::Vec<D>>
+HWY_INLINE V Tanh(D d, V x) {
+  const V ax = hn::Abs(x);
+  const V x2 = hn::Mul(x, x);
+  V series = hn::MulAdd(x2, hn::Set(d, -17.0f / 315.0f), hn::Set(d, 2.0f / 15.0f));
+  series = hn::MulAdd(x2, series, hn::Set(d, -1.0f / 3.0f));
+  series = hn::MulAdd(hn::Mul(x2, series), x, x);
+  const V e = Exp2(d, hn::Mul(ax, hn::Set(d, 2.0f * kLog2e)));
+  const V far = hn::Sub(hn::Set(d, 1.0f), hn::Div(hn::Set(d, 2.0f), hn::Add(e, hn::Set(d, 1.0f))));
+  const V signed_far = hn::CopySign(far, x);
+  return hn::IfThenElse(hn::Lt(ax, hn::Set(d, 0.125f)), series, signed_far);
+}
+
+// Softcap on rows [0, rows) x keys [0, bc) of S^T: s = softcap2 * tanh(s), in place. It runs
+// before the caller's mask is added (the order is softcap, ALiBi, mask).
+template <class D>
+HWY_INLINE void ApplySoftcap(D d, float softcap2, float* HWY_RESTRICT st, size_t ldst, size_t bc,
+                             size_t rows) {
+  const auto cap = hn::Set(d, softcap2);
+  for (size_t c = 0; c < bc; ++c) {
+    for (size_t r = 0; r < rows; r += hn::Lanes(d)) {
+      float* p = st + c * ldst + r;
+      hn::StoreU(hn::Mul(cap, Tanh(d, hn::LoadU(d, p))), d, p);
+    }
+  }
+}
+
+// Rows [0, rows) of a panel (rows a multiple of Lanes(d)) against keys [0, bc) of a tile:
+// st[c * ldst + r] holds raw products on entry and P^T on exit; m, l are the rows' states and
+// alpha receives each row's rescale factor for O. `transformed` is true when raw products are
+// not yet final base-2 scores (ALiBi, visibility), so pass 1 stores what it computed.
+template <class D>
+HWY_INLINE void OnlineSoftmaxPanel(D d, const TileScoring& sc, float* HWY_RESTRICT st, size_t ldst,
+                                   size_t bc, size_t rows, float* HWY_RESTRICT m,
+                                   float* HWY_RESTRICT l, float* HWY_RESTRICT alpha) {
+  using V = hn::Vec<D>;
+  const size_t N = hn::Lanes(d);
+  const V neg_inf = hn::Set(d, kNegInf);
+  const bool transform = !sc.full || sc.alibi_slope2 != nullptr;
+  for (size_t r = 0; r < rows; r += N) {
+    // Pass 1: finish the scores (if needed) and take the running max.
+    const V m_old = hn::LoadU(d, m + r);
+    V mx = m_old;
+    if (!transform) {
+      for (size_t c = 0; c < bc; ++c) mx = hn::Max(mx, hn::LoadU(d, st + c * ldst + r));
+    } else {
+      const V lo = sc.full ? neg_inf : hn::LoadU(d, sc.lo + r);
+      const V hi = sc.full ? neg_inf : hn::LoadU(d, sc.hi + r);
+      const V slope = sc.alibi_slope2 ? hn::LoadU(d, sc.alibi_slope2 + r) : hn::Zero(d);
+      const V diagonal = sc.alibi_slope2 ? hn::LoadU(d, sc.diagonal + r) : hn::Zero(d);
+      V key = hn::Zero(d);
+      for (size_t c = 0; c < bc; ++c, key = hn::Add(key, hn::Set(d, 1.0f))) {
+        float* p = st + c * ldst + r;
+        V s = hn::LoadU(d, p);
+        if (sc.alibi_slope2) s = hn::MulAdd(slope, hn::Abs(hn::Sub(diagonal, key)), s);
+        if (!sc.full) {
+          // Select, never add: a hidden key's NaN or Inf must not reach the row.
+          s = hn::IfThenElse(hn::And(hn::Ge(key, lo), hn::Le(key, hi)), s, neg_inf);
+        }
+        hn::StoreU(s, d, p);
+        mx = hn::Max(mx, s);
+      }
+    }
+    // A row that has seen nothing yet keeps m = -inf; subtracting 0 instead keeps exp2 of its
+    // hidden scores at exp2(-inf) = 0 and of a NaN score at NaN (the seed's fully masked rows).
+    const V m_use = hn::IfThenElse(hn::Eq(mx, neg_inf), hn::Zero(d), mx);
+    // Pass 2: probabilities and their sum.
+    V sum0 = hn::Zero(d), sum1 = hn::Zero(d);
+    size_t c = 0;
+    for (; c + 2 <= bc; c += 2) {
+      float* p0 = st + c * ldst + r;
+      float* p1 = p0 + ldst;
+      const V e0 = Exp2(d, hn::Sub(hn::LoadU(d, p0), m_use));
+      const V e1 = Exp2(d, hn::Sub(hn::LoadU(d, p1), m_use));
+      hn::StoreU(e0, d, p0);
+      hn::StoreU(e1, d, p1);
+      sum0 = hn::Add(sum0, e0);
+      sum1 = hn::Add(sum1, e1);
+    }
+    if (c < bc) {
+      float* p0 = st + c * ldst + r;
+      const V e0 = Exp2(d, hn::Sub(hn::LoadU(d, p0), m_use));
+      hn::StoreU(e0, d, p0);
+      sum0 = hn::Add(sum0, e0);
+    }
+    const V a = Exp2(d, hn::Sub(m_old, m_use));  // 0 for an empty state, 1 if m did not move
+    hn::StoreU(a, d, alpha + r);
+    hn::StoreU(hn::MulAdd(hn::LoadU(d, l + r), a, hn::Add(sum0, sum1)), d, l + r);
+    hn::StoreU(mx, d, m + r);
+  }
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace streamattn
+HWY_AFTER_NAMESPACE();
+
+#endif  // STREAMATTN_CPU_FLASH_SOFTMAX_INL_H_

@@ -1,0 +1,133 @@
+#include "attention_case.h"
+
+#include <cmath>
+#include <sstream>
+
+#include "gtest/gtest.h"
+
+namespace streamattn {
+namespace testing_util {
+
+std::string AttentionCase::Describe() const {
+  std::ostringstream s;
+  s << "batch=" << batch << " seq_q=" << seq_q << " seq_k=" << seq_k << " heads=" << heads_q << "/"
+    << heads_kv << " d=" << head_dim << "/" << (head_dim_v ? head_dim_v : head_dim)
+    << " q=" << DTypeName(q_dtype) << " kv=" << DTypeName(kv_dtype)
+    << " out=" << DTypeName(out_dtype) << (causal ? " causal" : "");
+  if (has_window) s << " window=(" << window_left << "," << window_right << ")";
+  if (softcap > 0) s << " softcap=" << softcap;
+  if (alibi) s << " alibi";
+  if (sinks) s << " sinks";
+  if (mask) s << " mask[" << mask_batch << "," << mask_heads << "]";
+  if (!q_order.empty()) s << " q_order";
+  if (!kv_order.empty()) s << " kv_order";
+  return s.str();
+}
+
+AttentionCall::AttentionCall(const AttentionCase& c)
+    : q(c.q_dtype, {c.batch, c.seq_q, c.heads_q, c.head_dim}, c.q_order),
+      k(c.kv_dtype, {c.batch, c.seq_k, c.heads_kv, c.head_dim}, c.kv_order),
+      v(c.kv_dtype, {c.batch, c.seq_k, c.heads_kv, c.head_dim_v ? c.head_dim_v : c.head_dim},
+        c.kv_order),
+      out(c.out_dtype, {c.batch, c.seq_q, c.heads_q, c.head_dim_v ? c.head_dim_v : c.head_dim},
+          c.out_order),
+      lse(SATTN_DTYPE_F32, {c.batch, c.heads_q, c.seq_q}),
+      alibi(SATTN_DTYPE_F32, {c.heads_q}),
+      sinks(SATTN_DTYPE_F32, {c.heads_q}),
+      mask(SATTN_DTYPE_F32, {c.mask_batch, c.mask_heads, c.seq_q, c.seq_k}) {
+  std::mt19937_64 rng(c.seed);
+  q.FillUniform(rng, c.value_lo, c.value_hi);
+  k.FillUniform(rng, c.value_lo, c.value_hi);
+  v.FillUniform(rng, -1.0, 1.0);
+  out.FillBytes(0xEE);
+  lse.FillBytes(0xEE);
+  alibi.FillUniform(rng, 0.01, 0.5);
+  sinks.FillUniform(rng, -2.0, 2.0);
+  std::uniform_real_distribution<double> u(0.0, 1.0);
+  ForEachIndex(mask.shape(), [&](const std::vector<int64_t>& i) {
+    mask.Set(i, u(rng) < c.mask_hide_fraction ? -INFINITY : 4.0 * u(rng) - 2.0);
+  });
+  options.struct_size = sizeof(options);
+  options.scale = c.scale;
+  options.causal = c.causal;
+  options.has_window = c.has_window;
+  options.window_left = c.window_left;
+  options.window_right = c.window_right;
+  options.softcap = c.softcap;
+  q_view = q.view(), k_view = k.view(), v_view = v.view(), out_view = out.view();
+  lse_view = lse.view(), alibi_view = alibi.view(), sinks_view = sinks.view();
+  mask_view = mask.view();
+  options.alibi_slopes = c.alibi ? &alibi_view : nullptr;
+  options.sinks = c.sinks ? &sinks_view : nullptr;
+  options.mask = c.mask ? &mask_view : nullptr;
+  with_lse_ = c.with_lse;
+}
+
+sattn_status AttentionCall::Run(sattn_context* ctx) const {
+  return sattn_attention(ctx, &q_view, &k_view, &v_view, &out_view, with_lse_ ? &lse_view : nullptr,
+                         &options);
+}
+
+reference::AttentionSpec AttentionCall::Spec(const AttentionCase& c) const {
+  reference::AttentionSpec spec;
+  spec.scale = c.scale;
+  spec.causal = c.causal;
+  if (c.has_window) {
+    spec.window_left = c.window_left;
+    spec.window_right = c.window_right;
+  }
+  spec.softcap = c.softcap;
+  if (c.alibi) spec.alibi_slopes = alibi.ToArray().data;
+  if (c.sinks) spec.sinks = sinks.ToArray().data;
+  if (c.mask) {
+    const Array m = mask.ToArray();
+    spec.mask = [m, c](int64_t b, int64_t h, int64_t i, int64_t j) {
+      return m({c.mask_batch == 1 ? 0 : b, c.mask_heads == 1 ? 0 : h, i, j});
+    };
+  }
+  return spec;
+}
+
+AttentionErrors CompareWithOracle(const AttentionCase& c, const AttentionCall& call) {
+  const auto want =
+      reference::Attention(call.q.ToArray(), call.k.ToArray(), call.v.ToArray(), call.Spec(c));
+  AttentionErrors e;
+  e.out = MaxRelativeError(call.out.ToArray(), want.out);
+  if (c.with_lse) {
+    const Array got = call.lse.ToArray();
+    for (size_t i = 0; i < got.data.size(); ++i) {
+      const double w = want.lse.data[i], g = got.data[i];
+      if (std::isinf(w) || std::isnan(w)) {
+        if (!(g == w || (std::isnan(g) && std::isnan(w)))) e.lse = INFINITY;
+      } else {
+        e.lse = std::max(e.lse, std::isnan(g) ? INFINITY : std::fabs(g - w));
+      }
+    }
+  }
+  return e;
+}
+
+AttentionErrors RunAgainstOracle(sattn_context* ctx, const AttentionCase& c) {
+  AttentionCall call(c);
+  const sattn_status status = call.Run(ctx);
+  if (status != SATTN_OK) {
+    ADD_FAILURE() << c.Describe() << ": " << sattn_status_string(status) << ": "
+                  << sattn_last_error();
+    return {INFINITY, INFINITY};
+  }
+  return CompareWithOracle(c, call);
+}
+
+double OutTolerance(const AttentionCase& c) {
+  switch (c.out_dtype) {
+    case SATTN_DTYPE_F16:
+      return 1e-3;
+    case SATTN_DTYPE_BF16:
+      return 8e-3;
+    default:
+      return 1e-5;
+  }
+}
+
+}  // namespace testing_util
+}  // namespace streamattn

@@ -1,0 +1,69 @@
+// One sattn_attention call described as data, run through the C API and judged by the oracle.
+// Shared by the flash forward tests (shapes, dtypes, layouts, every option, adversarial data).
+#ifndef STREAMATTN_TESTS_ATTENTION_CASE_H_
+#define STREAMATTN_TESTS_ATTENTION_CASE_H_
+
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "reference/reference_attention.h"
+#include "streamattn/streamattn.h"
+#include "test_util.h"
+
+namespace streamattn {
+namespace testing_util {
+
+struct AttentionCase {
+  int64_t batch = 1, seq_q = 1, seq_k = 1, heads_q = 1, heads_kv = 1, head_dim = 16;
+  int64_t head_dim_v = 0;  // 0: head_dim
+  sattn_dtype q_dtype = SATTN_DTYPE_F32, kv_dtype = SATTN_DTYPE_F32, out_dtype = SATTN_DTYPE_F32;
+  std::vector<int> q_order, kv_order, out_order;  // storage orders (HostTensor); empty = BSHD
+  double value_lo = -1.0, value_hi = 1.0;         // uniform inputs
+  // Options (the C struct is built from these).
+  float scale = 0.0f;
+  bool causal = false;
+  bool has_window = false;
+  int64_t window_left = -1, window_right = -1;
+  float softcap = 0.0f;
+  bool alibi = false, sinks = false, mask = false;
+  int64_t mask_batch = 1, mask_heads = 1;  // 1 broadcasts
+  double mask_hide_fraction = 0.0;         // share of mask entries that are -inf
+  bool with_lse = true;
+  uint64_t seed = 1;
+
+  std::string Describe() const;
+};
+
+// Inputs, outputs and options of a case, kept alive for the call.
+struct AttentionCall {
+  HostTensor q, k, v, out, lse, alibi, sinks, mask;
+  sattn_attention_options options{};
+  sattn_tensor q_view, k_view, v_view, out_view, lse_view, alibi_view, sinks_view, mask_view;
+
+  explicit AttentionCall(const AttentionCase& c);
+  sattn_status Run(sattn_context* ctx) const;
+  reference::AttentionSpec Spec(const AttentionCase& c) const;
+
+ private:
+  bool with_lse_ = true;
+};
+
+struct AttentionErrors {
+  double out = 0.0;  // MaxRelativeError of out against the oracle
+  double lse = 0.0;  // max |lse - oracle| over finite entries (inf entries must match exactly)
+};
+
+// Runs the case through the C API and compares with the oracle on the values actually stored
+// (CompareWithOracle alone serves tests that plant adversarial values in a call first).
+AttentionErrors RunAgainstOracle(sattn_context* ctx, const AttentionCase& c);
+AttentionErrors CompareWithOracle(const AttentionCase& c, const AttentionCall& call);
+
+// The tolerance for out: f32 accumulation (1e-5 of the largest |out|) plus out's own rounding.
+double OutTolerance(const AttentionCase& c);
+
+}  // namespace testing_util
+}  // namespace streamattn
+
+#endif  // STREAMATTN_TESTS_ATTENTION_CASE_H_
