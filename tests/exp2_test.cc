@@ -8,6 +8,7 @@
 #include <limits>
 #include <vector>
 
+#include "core/dtype.h"
 #include "core/exp2_scalar.h"
 #include "exp2_accuracy.h"
 #include "gtest/gtest.h"
@@ -71,6 +72,38 @@ TEST_P(Exp2Test, ExactPowersOfTwoAndAnyLength) {
     }
     EXPECT_EQ(y[n], -1.0f) << "wrote past the end, n=" << n;
   }
+}
+
+// The softmax's exp2 (x <= 0): within 2 ulp down to -126.5 (subnormal results included), 0
+// below, NaN for NaN.
+TEST_P(Exp2Test, NonPositiveVariant) {
+  std::vector<float> x, y;
+  const uint32_t negative_zero = 0x80000000u, end = FloatBits(-130.0f);
+  for (uint32_t bits = negative_zero; bits <= end; bits += 8 * DenseSweepStride()) {
+    x.push_back(BitsToFloat(bits));
+  }
+  x.push_back(-std::numeric_limits<float>::infinity());
+  x.push_back(std::numeric_limits<float>::quiet_NaN());
+  y.resize(x.size());
+  Exp2NonPositiveArray(x.data(), y.data(), x.size());
+  double worst = 0.0;
+  float worst_x = 0.0f;
+  for (size_t i = 0; i + 2 < x.size(); ++i) {
+    if (x[i] < -126.5f) {
+      ASSERT_EQ(y[i], 0.0f) << "x=" << x[i];
+      continue;
+    }
+    const double exact = std::exp2(static_cast<double>(x[i]));
+    const double ulp = exact < std::ldexp(1.0, -126) ? std::ldexp(1.0, -149)
+                                                     : std::ldexp(1.0, std::ilogb(exact) - 23);
+    const double err = std::fabs(y[i] - exact) / ulp;
+    if (!(err <= worst)) worst = err, worst_x = x[i];
+  }
+  EXPECT_LE(worst, 2.0) << "at x=" << worst_x;
+  EXPECT_EQ(y[x.size() - 2], 0.0f);
+  EXPECT_TRUE(std::isnan(y.back()));
+  std::printf("exp2 non-positive variant, %s: max %.3f ulp over [-126.5, 0]\n",
+              hwy::TargetName(GetParam()), worst);
 }
 
 TEST(Exp2ScalarTest, DenseSweepWithinTwoUlp) {

@@ -23,6 +23,15 @@ void Exp2ArrayImpl(const float* x, float* y, size_t n) {
   for (; i < n; ++i) hn::StoreU(Exp2(d1, hn::LoadU(d1, x + i)), d1, y + i);
 }
 
+void Exp2NonPositiveArrayImpl(const float* x, float* y, size_t n) {
+  const hn::ScalableTag<float> d;
+  const size_t lanes = hn::Lanes(d);
+  size_t i = 0;
+  for (; i + lanes <= n; i += lanes) hn::StoreU(Exp2NonPositive(d, hn::LoadU(d, x + i)), d, y + i);
+  const hn::CappedTag<float, 1> d1;
+  for (; i < n; ++i) hn::StoreU(Exp2NonPositive(d1, hn::LoadU(d1, x + i)), d1, y + i);
+}
+
 }  // namespace HWY_NAMESPACE
 }  // namespace streamattn
 HWY_AFTER_NAMESPACE();
@@ -31,6 +40,11 @@ HWY_AFTER_NAMESPACE();
 namespace streamattn {
 
 HWY_EXPORT(Exp2ArrayImpl);
+HWY_EXPORT(Exp2NonPositiveArrayImpl);
+
+void Exp2NonPositiveArray(const float* x, float* y, size_t n) {
+  HWY_DYNAMIC_DISPATCH(Exp2NonPositiveArrayImpl)(x, y, n);
+}
 
 void Exp2Array(const float* x, float* y, size_t n) { HWY_DYNAMIC_DISPATCH(Exp2ArrayImpl)(x, y, n); }
 

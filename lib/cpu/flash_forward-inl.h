@@ -3,12 +3,12 @@
 // the whole group), streamed over tiles of keys.
 //
 // Per tile of bc keys: S^T = K . Q^T (GemmTile; Q^T is packed once per work item, already
-// multiplied by scale * log2(e), and K rows are used in place when they are f32), the online
+// multiplied by scale * log2(e); the K/V tile is converted to dense f32 rows), the online
 // softmax on S^T with one lane per query row (flash_softmax-inl.h), then O = alpha O + P V
 // (GemmTile again, with the rescale folded into loading O). One division per row at the end.
 // Tiles no row can see are never touched; tiles every row sees fully skip the visibility test.
 // Cost: 4 * rows * keys * head_dim flops in the two products, plus ~20 vector ops per 16 scores
-// for the softmax and, for f16/bf16 K/V, one conversion of each K/V element per work item.
+// for the softmax, and one conversion of each K/V element per work item (~192 rows).
 // Scratch: O(rows * (head_dim + bc) + bc * head_dim) floats, independent of the sequences.
 #if defined(STREAMATTN_CPU_FLASH_FORWARD_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef STREAMATTN_CPU_FLASH_FORWARD_INL_H_
@@ -41,7 +41,7 @@ constexpr size_t kMrS = kVectorRegisters >= 32 ? 8 : 4;
 constexpr size_t kMrP = HWY_TARGET == HWY_SCALAR ? 3 : 6;  // divides kNvS * lanes
 constexpr size_t kNvP = kVectorRegisters >= 32 ? 4 : 2;
 constexpr size_t kKeysPerTile = 128;  // a multiple of kMrS
-constexpr int64_t kTargetRows = 96;   // rows per work item: amortises the K/V conversion
+constexpr int64_t kTargetRows = 192;  // rows per work item: amortises the K/V conversion
 
 // Shapes and scratch layout of one work item, fixed for the whole call.
 struct FlashConfig {
@@ -216,9 +216,6 @@ void FlashForwardWorkItem(D d, const AttentionArgs& a, const FlashConfig& cfg, i
   }
   std::fill(o, o + R * dvp, 0.0f);
 
-  const bool direct_k = a.k.dtype == DType::kF32 && a.k.stride(3) == 1;
-  const bool direct_v =
-      a.v.dtype == DType::kF32 && a.v.stride(3) == 1 && a.head_dim_v % static_cast<int64_t>(N) == 0;
   TileScoring scoring;
   scoring.lo = scratch + cfg.lo_rel;
   scoring.hi = scratch + cfg.hi_rel;
@@ -237,34 +234,21 @@ void FlashForwardWorkItem(D d, const AttentionArgs& a, const FlashConfig& cfg, i
   for (int64_t k0 = key_lo; k0 <= key_hi; k0 += kKeysPerTile) {
     const size_t nb = static_cast<size_t>(std::min<int64_t>(kKeysPerTile, key_hi + 1 - k0));
     const size_t nb_pad = RoundUp(nb, kMrS);
-    // K rows of the tile: in place when f32 (and whole register blocks), else converted.
-    const float* kt;
-    size_t ldk;
-    if (direct_k && nb == nb_pad) {
-      kt = a.k.At<const float>(b, k0, hkv, 0), ldk = static_cast<size_t>(a.k.stride(1));
-    } else {
-      float* kc = scratch + cfg.kc;
-      for (size_t c = 0; c < nb; ++c) {
-        LoadRowAsF32(d, a.k.dtype, a.k.At(b, k0 + static_cast<int64_t>(c), hkv, 0), a.k.stride(3),
-                     dim, kc + c * dim);
-      }
-      std::fill(kc + nb * dim, kc + nb_pad * dim, 0.0f);
-      kt = kc, ldk = dim;
+    // The tile's K and V rows, converted to dense f32 (even from f32: contiguous rows beat the
+    // caller's strided ones, whose 4 KiB-apart rows fight over L1 sets, and the copy is paid
+    // once per work item, not per row of it).
+    float* kt = scratch + cfg.kc;
+    float* vt = scratch + cfg.vc;
+    const size_t ldk = dim, ldv = dvp;
+    for (size_t c = 0; c < nb; ++c) {
+      const int64_t key = k0 + static_cast<int64_t>(c);
+      LoadRowAsF32(d, a.k.dtype, a.k.At(b, key, hkv, 0), a.k.stride(3), dim, kt + c * ldk);
+      float* vrow = vt + c * ldv;
+      LoadRowAsF32(d, a.v.dtype, a.v.At(b, key, hkv, 0), a.v.stride(3),
+                   static_cast<size_t>(a.head_dim_v), vrow);
+      std::fill(vrow + a.head_dim_v, vrow + dvp, 0.0f);
     }
-    const float* vt;
-    size_t ldv;
-    if (direct_v) {
-      vt = a.v.At<const float>(b, k0, hkv, 0), ldv = static_cast<size_t>(a.v.stride(1));
-    } else {
-      float* vc = scratch + cfg.vc;
-      for (size_t c = 0; c < nb; ++c) {
-        float* row = vc + c * dvp;
-        LoadRowAsF32(d, a.v.dtype, a.v.At(b, k0 + static_cast<int64_t>(c), hkv, 0), a.v.stride(3),
-                     static_cast<size_t>(a.head_dim_v), row);
-        std::fill(row + a.head_dim_v, row + dvp, 0.0f);
-      }
-      vt = vc, ldv = dvp;
-    }
+    std::fill(kt + nb * ldk, kt + nb_pad * ldk, 0.0f);  // whole S^T register blocks
 
     bool any_partial = false;
     for (size_t p = 0; p < panels; ++p) {

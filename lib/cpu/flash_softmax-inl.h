@@ -106,8 +106,8 @@ HWY_INLINE void OnlineSoftmaxPanel(D d, const TileScoring& sc, float* HWY_RESTRI
     for (; c + 2 <= bc; c += 2) {
       float* p0 = st + c * ldst + r;
       float* p1 = p0 + ldst;
-      const V e0 = Exp2(d, hn::Sub(hn::LoadU(d, p0), m_use));
-      const V e1 = Exp2(d, hn::Sub(hn::LoadU(d, p1), m_use));
+      const V e0 = Exp2NonPositive(d, hn::Sub(hn::LoadU(d, p0), m_use));
+      const V e1 = Exp2NonPositive(d, hn::Sub(hn::LoadU(d, p1), m_use));
       hn::StoreU(e0, d, p0);
       hn::StoreU(e1, d, p1);
       sum0 = hn::Add(sum0, e0);
@@ -115,11 +115,12 @@ HWY_INLINE void OnlineSoftmaxPanel(D d, const TileScoring& sc, float* HWY_RESTRI
     }
     if (c < bc) {
       float* p0 = st + c * ldst + r;
-      const V e0 = Exp2(d, hn::Sub(hn::LoadU(d, p0), m_use));
+      const V e0 = Exp2NonPositive(d, hn::Sub(hn::LoadU(d, p0), m_use));
       hn::StoreU(e0, d, p0);
       sum0 = hn::Add(sum0, e0);
     }
-    const V a = Exp2(d, hn::Sub(m_old, m_use));  // 0 for an empty state, 1 if m did not move
+    const V a =
+        Exp2NonPositive(d, hn::Sub(m_old, m_use));  // 0 for an empty state, 1 if m did not move
     hn::StoreU(a, d, alpha + r);
     hn::StoreU(hn::MulAdd(hn::LoadU(d, l + r), a, hn::Add(sum0, sum1)), d, l + r);
     hn::StoreU(mx, d, m + r);

@@ -70,19 +70,21 @@ constexpr size_t kVectorRegisters =
 // which is how the PV product folds in the online-softmax rescale of O for free.
 // B rows are b + k * ldb, each NV * Lanes(d) contiguous floats; C rows are c + r * ldc.
 template <size_t MR, size_t NV, ALayout kLayout, class D>
-HWY_INLINE void GemmTile(D d, const float* HWY_RESTRICT a, size_t lda, const float* HWY_RESTRICT b,
-                         size_t ldb, size_t k_count, float* HWY_RESTRICT c, size_t ldc,
-                         const float* HWY_RESTRICT row_scale) {
+HWY_NOINLINE void GemmTile(D d, const float* HWY_RESTRICT a, size_t lda,
+                           const float* HWY_RESTRICT b, size_t ldb, size_t k_count,
+                           float* HWY_RESTRICT c, size_t ldc, const float* HWY_RESTRICT row_scale) {
   static_assert(MR >= 1 && MR <= 8 && NV >= 1 && NV <= 4, "register block out of range");
   using V = hn::Vec<D>;
   const size_t N = hn::Lanes(d);
   SATTN_GEMM_DECLARE_ROW(0)
-  SATTN_GEMM_DECLARE_ROW(1) SATTN_GEMM_DECLARE_ROW(2) SATTN_GEMM_DECLARE_ROW(3)
-      SATTN_GEMM_DECLARE_ROW(4) SATTN_GEMM_DECLARE_ROW(5) SATTN_GEMM_DECLARE_ROW(6)
+  SATTN_GEMM_DECLARE_ROW(1)
+  SATTN_GEMM_DECLARE_ROW(2) SATTN_GEMM_DECLARE_ROW(3) SATTN_GEMM_DECLARE_ROW(4)
+      SATTN_GEMM_DECLARE_ROW(5) SATTN_GEMM_DECLARE_ROW(6)
           SATTN_GEMM_DECLARE_ROW(7) if (row_scale != nullptr) {
     SATTN_GEMM_LOAD_ROW(0)
-    SATTN_GEMM_LOAD_ROW(1) SATTN_GEMM_LOAD_ROW(2) SATTN_GEMM_LOAD_ROW(3) SATTN_GEMM_LOAD_ROW(4)
-        SATTN_GEMM_LOAD_ROW(5) SATTN_GEMM_LOAD_ROW(6) SATTN_GEMM_LOAD_ROW(7)
+    SATTN_GEMM_LOAD_ROW(1)
+    SATTN_GEMM_LOAD_ROW(2) SATTN_GEMM_LOAD_ROW(3) SATTN_GEMM_LOAD_ROW(4) SATTN_GEMM_LOAD_ROW(5)
+        SATTN_GEMM_LOAD_ROW(6) SATTN_GEMM_LOAD_ROW(7)
   }
   // Row pointers of A for the row-major layout (unused rows point at row 0: never read).
   const float* a0 = a;
@@ -102,12 +104,14 @@ HWY_INLINE void GemmTile(D d, const float* HWY_RESTRICT a, size_t lda, const flo
     const V b2 = NV > 2 ? hn::LoadU(d, bk + 2 * N) : b0;
     const V b3 = NV > 3 ? hn::LoadU(d, bk + 3 * N) : b0;
     SATTN_GEMM_FMA_ROW(0)
-    SATTN_GEMM_FMA_ROW(1) SATTN_GEMM_FMA_ROW(2) SATTN_GEMM_FMA_ROW(3) SATTN_GEMM_FMA_ROW(4)
-        SATTN_GEMM_FMA_ROW(5) SATTN_GEMM_FMA_ROW(6) SATTN_GEMM_FMA_ROW(7)
+    SATTN_GEMM_FMA_ROW(1)
+    SATTN_GEMM_FMA_ROW(2) SATTN_GEMM_FMA_ROW(3) SATTN_GEMM_FMA_ROW(4) SATTN_GEMM_FMA_ROW(5)
+        SATTN_GEMM_FMA_ROW(6) SATTN_GEMM_FMA_ROW(7)
   }
   SATTN_GEMM_STORE_ROW(0)
-  SATTN_GEMM_STORE_ROW(1) SATTN_GEMM_STORE_ROW(2) SATTN_GEMM_STORE_ROW(3) SATTN_GEMM_STORE_ROW(4)
-      SATTN_GEMM_STORE_ROW(5) SATTN_GEMM_STORE_ROW(6) SATTN_GEMM_STORE_ROW(7)(void) a0,
+  SATTN_GEMM_STORE_ROW(1)
+  SATTN_GEMM_STORE_ROW(2) SATTN_GEMM_STORE_ROW(3) SATTN_GEMM_STORE_ROW(4) SATTN_GEMM_STORE_ROW(5)
+      SATTN_GEMM_STORE_ROW(6) SATTN_GEMM_STORE_ROW(7)(void) a0,
       (void)a1, (void)a2, (void)a3, (void)a4, (void)a5, (void)a6, (void)a7;
 }
 
