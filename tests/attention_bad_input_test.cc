@@ -117,6 +117,69 @@ std::vector<BadCall> BadCalls() {
   };
 }
 
+// A paged, ragged decode call: 2 sequences of pages of 4 keys, cache length 8.
+AttentionCase ValidDecodeCase() {
+  AttentionCase c;
+  c.batch = 2, c.seq_q = 1, c.seq_k = 8, c.heads_q = 4, c.heads_kv = 2, c.head_dim = 8;
+  c.page_size = 4, c.seqused_k = {8, 3};
+  return c;
+}
+
+std::vector<BadCall> BadDecodeCalls() {
+  return {
+      {"seqused_k above the cache length", SATTN_ERR_INVALID_ARGUMENT,
+       "options->seqused_k[1]=9 must be in [0, 8]",
+       [](AttentionCall& c) { c.seqused_k.Set({1}, 9); }},
+      {"negative seqused_k", SATTN_ERR_INVALID_ARGUMENT, "options->seqused_k[0]=-1",
+       [](AttentionCall& c) { c.seqused_k.Set({0}, -1); }},
+      {"seqused_k not int32", SATTN_ERR_INVALID_ARGUMENT, "options->seqused_k.dtype",
+       [](AttentionCall& c) { c.seqused_k_view.dtype = SATTN_DTYPE_F32; }},
+      {"seqused_k length", SATTN_ERR_INVALID_ARGUMENT, "options->seqused_k.shape[0]",
+       [](AttentionCall& c) { c.seqused_k_view.shape[0] = 1; }},
+      {"block table entry past the pages", SATTN_ERR_INVALID_ARGUMENT,
+       "options->block_table[0, 1]=7 must be in [0, 7)",
+       [](AttentionCall& c) {
+         c.block_table.Set({0, 1}, 7);
+       }},
+      {"negative block table entry", SATTN_ERR_INVALID_ARGUMENT, "options->block_table[1, 0]=-2",
+       [](AttentionCall& c) {
+         c.block_table.Set({1, 0}, -2);
+       }},
+      {"block table not int32", SATTN_ERR_INVALID_ARGUMENT, "options->block_table.dtype",
+       [](AttentionCall& c) { c.block_table_view.dtype = SATTN_DTYPE_F16; }},
+      {"block table batch", SATTN_ERR_INVALID_ARGUMENT, "options->block_table.shape[0]",
+       [](AttentionCall& c) { c.block_table_view.shape[0] = 3; }},
+      {"page size 0", SATTN_ERR_INVALID_ARGUMENT, "k.shape[1]=0",
+       [](AttentionCall& c) { c.k_view.shape[1] = 0; }},
+      {"paged k with a differently paged v", SATTN_ERR_INVALID_ARGUMENT,
+       "v.shape[1]=2 must equal k.shape[1]=4", [](AttentionCall& c) { c.v_view.shape[1] = 2; }},
+      {"paged k with a contiguous v", SATTN_ERR_INVALID_ARGUMENT,
+       "v.shape[0]=2 must equal k.shape[0]=7",
+       [](AttentionCall& c) {
+         c.v_view.shape[0] = 2;
+         c.v_view.shape[1] = 8;
+       }},
+  };
+}
+
+void ExpectRejected(sattn_context* ctx, const AttentionCase& base, const BadCall& bad) {
+  AttentionCall call(base);
+  bad.corrupt(call);
+  const std::vector<uint8_t> out_before = call.out.bytes(), lse_before = call.lse.bytes();
+  EXPECT_EQ(call.Run(ctx), bad.status) << bad.name;
+  EXPECT_NE(std::string(sattn_last_error()).find(bad.message_names), std::string::npos)
+      << bad.name << ": " << sattn_last_error();
+  EXPECT_EQ(call.out.bytes(), out_before) << bad.name << " wrote to out";
+  EXPECT_EQ(call.lse.bytes(), lse_before) << bad.name << " wrote to lse";
+}
+
+TEST(AttentionBadInputTest, MalformedDecodeCallsAreRejected) {
+  ScopedContext ctx;
+  for (const BadCall& bad : BadDecodeCalls()) ExpectRejected(ctx.get(), ValidDecodeCase(), bad);
+  AttentionCall good(ValidDecodeCase());
+  EXPECT_EQ(good.Run(ctx.get()), SATTN_OK) << sattn_last_error();
+}
+
 TEST(AttentionBadInputTest, EveryMalformedCallIsRejectedAndWritesNothing) {
   ScopedContext ctx;
   for (const BadCall& bad : BadCalls()) {

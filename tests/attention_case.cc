@@ -1,5 +1,6 @@
 #include "attention_case.h"
 
+#include <algorithm>
 #include <cmath>
 #include <sstream>
 
@@ -21,20 +22,40 @@ std::string AttentionCase::Describe() const {
   if (mask) s << " mask[" << mask_batch << "," << mask_heads << "]";
   if (!q_order.empty()) s << " q_order";
   if (!kv_order.empty()) s << " kv_order";
+  if (page_size > 0) s << " page_size=" << page_size;
+  if (!seqused_k.empty()) {
+    s << " seqused_k=[";
+    for (int64_t n : seqused_k) s << n << " ";
+    s << "]";
+  }
   return s.str();
 }
 
+namespace {
+
+// Pages of a paged case: every sequence's pages plus three that no sequence uses.
+int64_t PagesPerSequence(const AttentionCase& c) { return c.seq_k / c.page_size; }
+int64_t NumPages(const AttentionCase& c) { return c.batch * PagesPerSequence(c) + 3; }
+
+std::vector<int64_t> KeyShape(const AttentionCase& c, int64_t dim) {
+  if (c.page_size > 0) return {NumPages(c), c.page_size, c.heads_kv, dim};
+  return {c.batch, c.seq_k, c.heads_kv, dim};
+}
+
+}  // namespace
+
 AttentionCall::AttentionCall(const AttentionCase& c)
     : q(c.q_dtype, {c.batch, c.seq_q, c.heads_q, c.head_dim}, c.q_order),
-      k(c.kv_dtype, {c.batch, c.seq_k, c.heads_kv, c.head_dim}, c.kv_order),
-      v(c.kv_dtype, {c.batch, c.seq_k, c.heads_kv, c.head_dim_v ? c.head_dim_v : c.head_dim},
-        c.kv_order),
+      k(c.kv_dtype, KeyShape(c, c.head_dim), c.kv_order),
+      v(c.kv_dtype, KeyShape(c, c.head_dim_v ? c.head_dim_v : c.head_dim), c.kv_order),
       out(c.out_dtype, {c.batch, c.seq_q, c.heads_q, c.head_dim_v ? c.head_dim_v : c.head_dim},
           c.out_order),
       lse(SATTN_DTYPE_F32, {c.batch, c.heads_q, c.seq_q}),
       alibi(SATTN_DTYPE_F32, {c.heads_q}),
       sinks(SATTN_DTYPE_F32, {c.heads_q}),
-      mask(SATTN_DTYPE_F32, {c.mask_batch, c.mask_heads, c.seq_q, c.seq_k}) {
+      mask(SATTN_DTYPE_F32, {c.mask_batch, c.mask_heads, c.seq_q, c.seq_k}),
+      seqused_k(SATTN_DTYPE_I32, {c.batch}),
+      block_table(SATTN_DTYPE_I32, {c.batch, c.page_size > 0 ? PagesPerSequence(c) : 1}) {
   std::mt19937_64 rng(c.seed);
   q.FillUniform(rng, c.value_lo, c.value_hi);
   k.FillUniform(rng, c.value_lo, c.value_hi);
@@ -47,6 +68,42 @@ AttentionCall::AttentionCall(const AttentionCase& c)
   ForEachIndex(mask.shape(), [&](const std::vector<int64_t>& i) {
     mask.Set(i, u(rng) < c.mask_hide_fraction ? -INFINITY : 4.0 * u(rng) - 2.0);
   });
+  for (int64_t b = 0; b < c.batch; ++b) {
+    seqused_k.Set({b}, c.seqused_k.empty() ? c.seq_k : c.seqused_k[b]);
+  }
+  if (c.page_size > 0) {
+    // Sequences own shuffled pages; the unused ones (and unused table entries) are poison.
+    std::vector<int64_t> pages(NumPages(c));
+    for (size_t i = 0; i < pages.size(); ++i) pages[i] = static_cast<int64_t>(i);
+    std::shuffle(pages.begin(), pages.end(), rng);
+    for (int64_t b = 0; b < c.batch; ++b) {
+      const int64_t used = c.seqused_k.empty() ? c.seq_k : c.seqused_k[b];
+      for (int64_t j = 0; j < PagesPerSequence(c); ++j) {
+        const bool needed = j * c.page_size < used;
+        block_table.Set({b, j}, needed ? pages[b * PagesPerSequence(c) + j] : -7);
+      }
+    }
+    for (size_t i = pages.size() - 3; i < pages.size(); ++i) {
+      for (HostTensor* t : {&k, &v}) {
+        ForEachIndex(t->shape(), [&](const std::vector<int64_t>& index) {
+          if (index[0] == pages[i]) t->Set(index, NAN);
+        });
+      }
+    }
+  }
+  // Keys past a sequence's seqused_k are never read: make them poison too.
+  for (int64_t b = 0; b < c.batch && !c.seqused_k.empty(); ++b) {
+    for (int64_t j = c.seqused_k[b]; j < c.seq_k; ++j) {
+      if (c.page_size > 0 && j / c.page_size * c.page_size >= c.seqused_k[b]) break;
+      const int64_t page =
+          c.page_size > 0 ? static_cast<int64_t>(block_table.Get({b, j / c.page_size})) : b;
+      const int64_t row = c.page_size > 0 ? j % c.page_size : j;
+      for (HostTensor* t : {&k, &v}) {
+        for (int64_t h = 0; h < c.heads_kv; ++h)
+          for (int64_t d = 0; d < t->shape()[3]; ++d) t->Set({page, row, h, d}, NAN);
+      }
+    }
+  }
   options.struct_size = sizeof(options);
   options.scale = c.scale;
   options.causal = c.causal;
@@ -57,6 +114,9 @@ AttentionCall::AttentionCall(const AttentionCase& c)
   q_view = q.view(), k_view = k.view(), v_view = v.view(), out_view = out.view();
   lse_view = lse.view(), alibi_view = alibi.view(), sinks_view = sinks.view();
   mask_view = mask.view();
+  seqused_k_view = seqused_k.view(), block_table_view = block_table.view();
+  options.seqused_k = c.seqused_k.empty() ? nullptr : &seqused_k_view;
+  options.block_table = c.page_size > 0 ? &block_table_view : nullptr;
   options.alibi_slopes = c.alibi ? &alibi_view : nullptr;
   options.sinks = c.sinks ? &sinks_view : nullptr;
   options.mask = c.mask ? &mask_view : nullptr;
@@ -77,6 +137,7 @@ reference::AttentionSpec AttentionCall::Spec(const AttentionCase& c) const {
     spec.window_right = c.window_right;
   }
   spec.softcap = c.softcap;
+  spec.seqused_k = c.seqused_k;
   if (c.alibi) spec.alibi_slopes = alibi.ToArray().data;
   if (c.sinks) spec.sinks = sinks.ToArray().data;
   if (c.mask) {
@@ -88,9 +149,24 @@ reference::AttentionSpec AttentionCall::Spec(const AttentionCase& c) const {
   return spec;
 }
 
+Array AttentionCall::LogicalKeys(const AttentionCase& c, const HostTensor& t) const {
+  if (c.page_size == 0) return t.ToArray();
+  const int64_t dim = t.shape()[3];
+  Array a({c.batch, c.seq_k, c.heads_kv, dim});
+  for (int64_t b = 0; b < c.batch; ++b) {
+    const int64_t used = c.seqused_k.empty() ? c.seq_k : c.seqused_k[b];
+    for (int64_t j = 0; j < used; ++j) {
+      const int64_t page = static_cast<int64_t>(block_table.Get({b, j / c.page_size}));
+      for (int64_t h = 0; h < c.heads_kv; ++h)
+        for (int64_t d = 0; d < dim; ++d) a({b, j, h, d}) = t.Get({page, j % c.page_size, h, d});
+    }
+  }
+  return a;
+}
+
 AttentionErrors CompareWithOracle(const AttentionCase& c, const AttentionCall& call) {
-  const auto want =
-      reference::Attention(call.q.ToArray(), call.k.ToArray(), call.v.ToArray(), call.Spec(c));
+  const auto want = reference::Attention(call.q.ToArray(), call.LogicalKeys(c, call.k),
+                                         call.LogicalKeys(c, call.v), call.Spec(c));
   AttentionErrors e;
   e.out = MaxRelativeError(call.out.ToArray(), want.out);
   if (c.with_lse) {

@@ -31,20 +31,27 @@ struct AttentionCase {
   int64_t mask_batch = 1, mask_heads = 1;  // 1 broadcasts
   double mask_hide_fraction = 0.0;         // share of mask entries that are -inf
   bool with_lse = true;
+  std::vector<int64_t> seqused_k;  // per sequence; empty: every sequence has seq_k keys
+  int64_t page_size = 0;           // > 0: a paged cache of seq_k / page_size pages per sequence
   uint64_t seed = 1;
 
   std::string Describe() const;
 };
 
 // Inputs, outputs and options of a case, kept alive for the call.
+// A paged cache (AttentionCase::page_size > 0) stores k and v as
+// [num_pages, page_size, heads_kv, dim] with shuffled pages; pages no sequence uses hold NaN.
 struct AttentionCall {
-  HostTensor q, k, v, out, lse, alibi, sinks, mask;
+  HostTensor q, k, v, out, lse, alibi, sinks, mask, seqused_k, block_table;
   sattn_attention_options options{};
-  sattn_tensor q_view, k_view, v_view, out_view, lse_view, alibi_view, sinks_view, mask_view;
+  sattn_tensor q_view, k_view, v_view, out_view, lse_view, alibi_view, sinks_view, mask_view,
+      seqused_k_view, block_table_view;
 
   explicit AttentionCall(const AttentionCase& c);
   sattn_status Run(sattn_context* ctx) const;
   reference::AttentionSpec Spec(const AttentionCase& c) const;
+  // k or v as the oracle sees them: [batch, seq_k, heads_kv, dim], gathered from pages.
+  Array LogicalKeys(const AttentionCase& c, const HostTensor& t) const;
 
  private:
   bool with_lse_ = true;

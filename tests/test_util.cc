@@ -75,6 +75,8 @@ double RoundTo(sattn_dtype dtype, double x) {
       return FromF16(ToF16(f));
     case SATTN_DTYPE_BF16:
       return FromBF16(ToBF16(f));
+    case SATTN_DTYPE_I32:
+      return static_cast<int32_t>(x);
   }
   throw std::invalid_argument("dtype");
 }
@@ -87,6 +89,8 @@ const char* DTypeName(sattn_dtype dtype) {
       return "f16";
     case SATTN_DTYPE_BF16:
       return "bf16";
+    case SATTN_DTYPE_I32:
+      return "i32";
   }
   return "?";
 }
@@ -94,7 +98,7 @@ const char* DTypeName(sattn_dtype dtype) {
 HostTensor::HostTensor(sattn_dtype dtype, std::vector<int64_t> shape, std::vector<int> order,
                        int64_t inner_padding)
     : dtype_(dtype), shape_(std::move(shape)) {
-  element_size_ = dtype == SATTN_DTYPE_F32 ? 4 : 2;
+  element_size_ = dtype == SATTN_DTYPE_F32 || dtype == SATTN_DTYPE_I32 ? 4 : 2;
   const int rank = static_cast<int>(shape_.size());
   if (order.empty()) {
     for (int i = 0; i < rank; ++i) order.push_back(i);
@@ -139,6 +143,11 @@ int64_t HostTensor::ElementOffset(const std::vector<int64_t>& index) const {
 
 double HostTensor::Get(const std::vector<int64_t>& index) const {
   const uint8_t* p = storage_.data() + ElementOffset(index);
+  if (dtype_ == SATTN_DTYPE_I32) {
+    int32_t i;
+    std::memcpy(&i, p, 4);
+    return i;
+  }
   if (dtype_ == SATTN_DTYPE_F32) {
     float f;
     std::memcpy(&f, p, 4);
@@ -151,6 +160,11 @@ double HostTensor::Get(const std::vector<int64_t>& index) const {
 
 void HostTensor::Set(const std::vector<int64_t>& index, double value) {
   uint8_t* p = storage_.data() + ElementOffset(index);
+  if (dtype_ == SATTN_DTYPE_I32) {
+    const int32_t i = static_cast<int32_t>(value);
+    std::memcpy(p, &i, 4);
+    return;
+  }
   const float f = static_cast<float>(value);
   if (dtype_ == SATTN_DTYPE_F32) {
     std::memcpy(p, &f, 4);

@@ -34,7 +34,7 @@ double RoundTo(sattn_dtype dtype, double x);
 
 const char* DTypeName(sattn_dtype dtype);
 
-// A tensor in host memory with a logical shape, a storage order (a permutation of the logical
+// A tensor in host memory (f32, f16, bf16 or i32) with a logical shape, a storage order (a permutation of the logical
 // dims, outermost first) and optional padding after the innermost stored dim. The buffer has
 // canary bytes before and after and between padded rows, so a stray write shows up.
 class HostTensor {

@@ -163,12 +163,24 @@ typedef struct sattn_attention_options {
    * extra logit per row that joins the softmax denominator and carries no value, so rows can
    * put weight "nowhere". lse includes it. */
   const sattn_tensor* sinks;
+  /* Optional (NULL = all keys) per-sequence key counts, int32 [batch]: sequence b attends to
+   * keys [0, seqused_k[b]) of its cache, 0 <= seqused_k[b] <= the cache length, so one call
+   * serves a batch of sequences with different fills. Masks align to seqused_k[b] (the last
+   * query of sequence b sees key seqused_k[b] - 1). A sequence with 0 keys gets out = 0,
+   * lse = -inf. */
+  const sattn_tensor* seqused_k;
+  /* Optional paged KV cache, int32 [batch, max_pages]: k and v are then
+   * [num_pages, page_size, heads_kv, head_dim(_v)] (any page_size >= 1), and key j of sequence
+   * b is row j % page_size of page block_table[b, j / page_size]. The cache length is
+   * max_pages * page_size; only the entries of pages holding used keys are read, and each must
+   * be in [0, num_pages). */
+  const sattn_tensor* block_table;
 } sattn_attention_options;
 
 /* Exact softmax attention: out = softmax(scale * q k^T + bias) v, streamed over key tiles with
  * the online softmax (never materialising seq_q x seq_k scores).
  *   q   [batch, seq_q, heads_q, head_dim]     f32, f16 or bf16
- *   k   [batch, seq_k, heads_kv, head_dim]    f32, f16 or bf16
+ *   k   [batch, seq_k, heads_kv, head_dim]    f32, f16 or bf16 (paged: see block_table)
  *   v   [batch, seq_k, heads_kv, head_dim_v]  f32, f16 or bf16 (head_dim_v may differ)
  *   out [batch, seq_q, heads_q, head_dim_v]   f32, f16 or bf16 (may differ from q)
  *   lse [batch, heads_q, seq_q] float32, natural log; optional (NULL)
@@ -178,7 +190,10 @@ typedef struct sattn_attention_options {
  * lse = -inf (or the sink's logit when sinks are given), never NaN. A NaN in a visible score
  * makes its row NaN; hidden keys are never read into the result, even if they hold NaN or Inf.
  * out may be exactly the same view as q (in place); no other overlap between out, lse and the
- * inputs is allowed. Results are bitwise identical for any thread count. options may be NULL. */
+ * inputs is allowed. Results are bitwise identical for any thread count. options may be NULL.
+ * Decoding (seq_q up to 16) takes a path that packs the query heads of a kv head into one
+ * tile and splits long caches into chunks merged with sattn_merge_states' rule, so each K/V
+ * byte is read once per call. */
 SATTN_API sattn_status sattn_attention(sattn_context* ctx, const sattn_tensor* q,
                                        const sattn_tensor* k, const sattn_tensor* v,
                                        const sattn_tensor* out, const sattn_tensor* lse,

@@ -48,13 +48,64 @@ Status CheckMask(const AttentionArgs& a, const Tensor& mask) {
                            a.heads_q);
   }
   SATTN_RETURN_IF_ERROR(CheckSameExtent(mask, "mask", 2, a.q, "q", 1));
-  return CheckSameExtent(mask, "mask", 3, a.k, "k", 1);
+  if (mask.dim(3) != a.seq_k) {
+    return InvalidArgument("mask.shape[3]=%" PRId64 " must equal the cache length seq_k=%" PRId64,
+                           mask.dim(3), a.seq_k);
+  }
+  return Status();
 }
 
-Status ReadOptionsInto(const sattn_context* ctx, const sattn_attention_options* user,
+// The paged layout: block_table [batch, max_pages] int32 and k, v [num_pages, page_size, ...].
+Status ReadBlockTable(const sattn_context* ctx, const sattn_tensor* view, AttentionArgs* a) {
+  SATTN_RETURN_IF_ERROR(ValidateOnDevice(ctx, view, "options->block_table", 2, &a->block_table));
+  SATTN_RETURN_IF_ERROR(CheckDType(a->block_table, "options->block_table", DType::kI32));
+  SATTN_RETURN_IF_ERROR(CheckSameExtent(a->block_table, "options->block_table", 0, a->q, "q", 0));
+  SATTN_RETURN_IF_ERROR(CheckSameExtent(a->v, "v", 0, a->k, "k", 0));
+  SATTN_RETURN_IF_ERROR(CheckSameExtent(a->v, "v", 1, a->k, "k", 1));
+  a->paged = true;
+  a->page_size = a->k.dim(1);
+  if (__builtin_mul_overflow(a->block_table.dim(1), a->page_size, &a->seq_k)) {
+    return InvalidArgument("options->block_table.shape[1] x page_size overflows int64");
+  }
+  return Status();
+}
+
+// seqused_k [batch] int32, each in [0, seq_k]; then every block-table entry of a used page.
+Status ReadKeyCounts(const sattn_context* ctx, const sattn_tensor* view, AttentionArgs* a) {
+  if (view != nullptr) {
+    Tensor t;
+    SATTN_RETURN_IF_ERROR(ValidateOnDevice(ctx, view, "options->seqused_k", 1, &t));
+    SATTN_RETURN_IF_ERROR(CheckDType(t, "options->seqused_k", DType::kI32));
+    SATTN_RETURN_IF_ERROR(CheckSameExtent(t, "options->seqused_k", 0, a->q, "q", 0));
+    a->seqused_k.resize(a->batch);
+    for (int64_t b = 0; b < a->batch; ++b) {
+      const int64_t used = *t.At<const int32_t>(b);
+      if (used < 0 || used > a->seq_k) {
+        return InvalidArgument("options->seqused_k[%" PRId64 "]=%" PRId64 " must be in [0, %" PRId64
+                               "] (the cache length)",
+                               b, used, a->seq_k);
+      }
+      a->seqused_k[b] = used;
+    }
+  }
+  if (!a->paged) return Status();
+  const int64_t num_pages = a->k.dim(0);
+  for (int64_t b = 0; b < a->batch; ++b) {
+    const int64_t pages_used = (a->SeqK(b) + a->page_size - 1) / a->page_size;
+    for (int64_t j = 0; j < pages_used; ++j) {
+      const int32_t page = *a->block_table.At<const int32_t>(b, j);
+      if (page < 0 || page >= num_pages) {
+        return InvalidArgument("options->block_table[%" PRId64 ", %" PRId64
+                               "]=%d must be in [0, %" PRId64 ") (k.shape[0], the page count)",
+                               b, j, page, num_pages);
+      }
+    }
+  }
+  return Status();
+}
+
+Status ReadOptionsInto(const sattn_context* ctx, const sattn_attention_options& o,
                        AttentionArgs* a) {
-  sattn_attention_options o{};
-  SATTN_RETURN_IF_ERROR(ReadOptions(user, "options", kAttentionOptionsV1Size, &o));
   if (!std::isfinite(o.scale)) return InvalidArgument("options->scale=%g must be finite", o.scale);
   a->scale = o.scale != 0.0f ? o.scale : 1.0f / std::sqrt(static_cast<float>(a->head_dim));
   if (!(o.softcap >= 0.0f) || std::isinf(o.softcap)) {
@@ -82,6 +133,7 @@ Status ReadOptionsInto(const sattn_context* ctx, const sattn_attention_options* 
     SATTN_RETURN_IF_ERROR(
         ReadPerHeadVector(ctx, o.sinks, "options->sinks", a->heads_q, true, &a->sinks));
   }
+  SATTN_RETURN_IF_ERROR(ReadKeyCounts(ctx, o.seqused_k, a));
   if (o.mask != nullptr) {
     SATTN_RETURN_IF_ERROR(ValidateOnDevice(ctx, o.mask, "options->mask", 4, &a->mask));
     SATTN_RETURN_IF_ERROR(CheckMask(*a, a->mask));
@@ -97,9 +149,11 @@ Status CheckShapes(AttentionArgs* a) {
                                 {&a->out, "out"}}) {
     SATTN_RETURN_IF_ERROR(CheckFloatDType(*t, name));
   }
-  SATTN_RETURN_IF_ERROR(CheckSameExtent(a->k, "k", 0, a->q, "q", 0));
-  SATTN_RETURN_IF_ERROR(CheckSameExtent(a->v, "v", 0, a->q, "q", 0));
-  SATTN_RETURN_IF_ERROR(CheckSameExtent(a->v, "v", 1, a->k, "k", 1));
+  if (!a->paged) {  // paged caches have pages, not sequences, in k's first two dims
+    SATTN_RETURN_IF_ERROR(CheckSameExtent(a->k, "k", 0, a->q, "q", 0));
+    SATTN_RETURN_IF_ERROR(CheckSameExtent(a->v, "v", 0, a->q, "q", 0));
+    SATTN_RETURN_IF_ERROR(CheckSameExtent(a->v, "v", 1, a->k, "k", 1));
+  }
   SATTN_RETURN_IF_ERROR(CheckSameExtent(a->v, "v", 2, a->k, "k", 2));
   SATTN_RETURN_IF_ERROR(CheckSameExtent(a->k, "k", 3, a->q, "q", 3));
   if (a->q.dim(2) % a->k.dim(2) != 0) {
@@ -123,7 +177,7 @@ Status CheckShapes(AttentionArgs* a) {
   a->seq_q = a->q.dim(1);
   a->heads_q = a->q.dim(2);
   a->head_dim = a->q.dim(3);
-  a->seq_k = a->k.dim(1);
+  if (!a->paged) a->seq_k = a->k.dim(1);
   a->heads_kv = a->k.dim(2);
   a->head_dim_v = a->v.dim(3);
   a->group = a->heads_q / a->heads_kv;
@@ -145,7 +199,15 @@ Status CheckAliasing(const AttentionArgs& a) {
   if (a.has_mask) {
     SATTN_RETURN_IF_ERROR(CheckNoPartialOverlap(a.out, "out", a.mask, "options->mask", false));
   }
+  if (a.paged) {
+    SATTN_RETURN_IF_ERROR(
+        CheckNoPartialOverlap(a.out, "out", a.block_table, "options->block_table", false));
+  }
   if (!a.has_lse) return Status();
+  if (a.paged) {
+    SATTN_RETURN_IF_ERROR(
+        CheckNoPartialOverlap(a.lse, "lse", a.block_table, "options->block_table", false));
+  }
   SATTN_RETURN_IF_ERROR(CheckNoSelfOverlap(a.lse, "lse"));
   SATTN_RETURN_IF_ERROR(CheckNoPartialOverlap(a.lse, "lse", a.out, "out", false));
   SATTN_RETURN_IF_ERROR(CheckNoPartialOverlap(a.lse, "lse", a.q, "q", false));
@@ -170,8 +232,11 @@ Status Attention(sattn_context* ctx, const sattn_tensor* q, const sattn_tensor* 
     SATTN_RETURN_IF_ERROR(ValidateOnDevice(ctx, lse, "lse", 3, &a.lse));
     a.has_lse = true;
   }
+  sattn_attention_options o{};
+  SATTN_RETURN_IF_ERROR(ReadOptions(options, "options", kAttentionOptionsV1Size, &o));
+  if (o.block_table != nullptr) SATTN_RETURN_IF_ERROR(ReadBlockTable(ctx, o.block_table, &a));
   SATTN_RETURN_IF_ERROR(CheckShapes(&a));
-  SATTN_RETURN_IF_ERROR(ReadOptionsInto(ctx, options, &a));
+  SATTN_RETURN_IF_ERROR(ReadOptionsInto(ctx, o, &a));
   SATTN_RETURN_IF_ERROR(CheckAliasing(a));
   return ctx->active->Attention(a);
 }

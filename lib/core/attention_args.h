@@ -32,10 +32,29 @@ struct AttentionArgs {
   std::vector<float> sinks;         // [heads_q] or empty
   Tensor mask;                      // valid when has_mask: [batch|1, heads_q|1, seq_q, seq_k]
   bool has_mask = false;
+
+  // Ragged batches: keys [0, seqused_k[b]) of sequence b exist (empty: all seq_k of them).
+  std::vector<int64_t> seqused_k;
+  // Paged caches: k and v are [num_pages, page_size, heads_kv, dim] and block_table
+  // [batch, max_pages] int32 maps a sequence's page index to a cache page; seq_k is then
+  // max_pages * page_size.
+  bool paged = false;
+  Tensor block_table;
+  int64_t page_size = 0;
+
+  // The keys sequence b has.
+  int64_t SeqK(int64_t b) const { return seqused_k.empty() ? seq_k : seqused_k[b]; }
+
+  // Key `key` of sequence b, kv head `head`: its row of t (k or v).
+  const void* KeyRow(const Tensor& t, int64_t b, int64_t key, int64_t head) const {
+    if (!paged) return t.At(b, key, head, 0);
+    const int32_t page = *block_table.At<const int32_t>(b, key / page_size);
+    return t.At(page, key % page_size, head, 0);
+  }
 };
 
 // The keys query i sees, as an inclusive range [lo, hi] (empty when lo > hi), for a sequence
-// of seq_k keys.
+// of seq_k keys (args.SeqK(b) for sequence b).
 struct KeyRange {
   int64_t lo;
   int64_t hi;

@@ -41,22 +41,35 @@ inline void ScaleAndAdd(float* acc, float a, const float* in, float b, int64_t n
   }
 }
 
-// (a, o_a) <- (a, o_a) + (b, o_b); o vectors have length dim. A NaN max on either side makes
-// the result NaN (a NaN score poisons its row and nothing else).
-inline void MergeRowStates(RowState* a, float* o_a, const RowState& b, const float* o_b,
-                           int64_t dim) {
+// The factors a merge applies to the two o~ vectors: o_a <- o_a * a + o_b * b.
+struct MergeFactors {
+  float a;
+  float b;
+};
+
+// The scalar half of the merge, shared by every vectorised o~ update: (m, l) of a becomes that
+// of a + b, and the returned factors bring both o~ to the new maximum. Both empty: the identity
+// (1, 0). A NaN max on either side makes the result NaN, factors included (a NaN score poisons
+// its row and nothing else).
+inline MergeFactors MergeRowStateScalars(RowState* a, const RowState& b) {
   if (std::isnan(a->m) || std::isnan(b.m)) {
     a->m = a->l = std::numeric_limits<float>::quiet_NaN();
-    for (int64_t i = 0; i < dim; ++i) o_a[i] = a->m;
-    return;
+    return {a->m, a->m};
   }
   const float m = a->m > b.m ? a->m : b.m;
-  if (m == kNegInf) return;  // both empty: the identity
+  if (m == kNegInf) return {1.0f, 0.0f};
   const float wa = RescaleFactor(a->m, m);
   const float wb = RescaleFactor(b.m, m);
   a->l = a->l * wa + b.l * wb;
-  ScaleAndAdd(o_a, wa, o_b, wb, dim);
   a->m = m;
+  return {wa, wb};
+}
+
+// (a, o_a) <- (a, o_a) + (b, o_b); o vectors have length dim.
+inline void MergeRowStates(RowState* a, float* o_a, const RowState& b, const float* o_b,
+                           int64_t dim) {
+  const MergeFactors f = MergeRowStateScalars(a, b);
+  ScaleAndAdd(o_a, f.a, o_b, f.b, dim);
 }
 
 // The one-score special case: (a, o_a) + (s, 1, v).

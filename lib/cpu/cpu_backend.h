@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "core/backend.h"
 #include "core/scratch.h"
@@ -28,6 +29,7 @@ class CpuBackend final : public Backend {
  private:
   ThreadPool* pool_;
   WorkerScratch* scratch_;
+  std::vector<float> split_partials_;  // split-KV partial states, reused across calls
 };
 
 // Splits `items` independent items of `cost_per_item` work units (about a multiply-add each)

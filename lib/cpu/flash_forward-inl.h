@@ -1,15 +1,17 @@
 // The flash forward on one work item: a block of query positions x the query heads that share
-// one kv head (GQA rows are packed together, so each K/V tile is converted and read once for
-// the whole group), streamed over tiles of keys.
+// one kv head (GQA rows packed together, so each K/V tile is converted and read once for the
+// whole group), streamed over the tiles of one chunk of keys.
 //
-// Per tile of bc keys: S^T = K . Q^T (GemmTile; Q^T is packed once per work item, already
-// multiplied by scale * log2(e); the K/V tile is converted to dense f32 rows), the online
-// softmax on S^T with one lane per query row (flash_softmax-inl.h), then O = alpha O + P V
-// (GemmTile again, with the rescale folded into loading O). One division per row at the end.
-// Tiles no row can see are never touched; tiles every row sees fully skip the visibility test.
-// Cost: 4 * rows * keys * head_dim flops in the two products, plus ~20 vector ops per 16 scores
-// for the softmax, and one conversion of each K/V element per work item (~192 rows).
-// Scratch: O(rows * (head_dim + bc) + bc * head_dim) floats, independent of the sequences.
+// Per tile of bc keys: convert the K/V rows to dense f32 (contiguous or paged cache alike),
+// scores S^T[key][row] (GEMM or dot products, flash_tile-inl.h; Q is packed once per work item,
+// already multiplied by scale * log2(e)), the online softmax with one lane per query row
+// (flash_softmax-inl.h), then O = alpha O + P V (GemmTile, the rescale folded into loading O).
+// Tiles no row can see are never touched; tiles every row sees skip the visibility test.
+// The result is a state (m, l, O) per row: finished (sink, O / l, lse) when the chunk is all of
+// the keys, else kept as a partial result for the split-KV merge (flash_forward.cc).
+// Cost: 4 * rows * keys * head_dim flops in the products, ~16 vector ops per 16 scores for the
+// softmax, one conversion of each K/V element per work item (~192 rows), and for dot scores a
+// horizontal sum per score. Scratch: O(rows * (head_dim + bc) + bc * head_dim) floats.
 #if defined(STREAMATTN_CPU_FLASH_FORWARD_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef STREAMATTN_CPU_FLASH_FORWARD_INL_H_
 #undef STREAMATTN_CPU_FLASH_FORWARD_INL_H_
@@ -26,7 +28,8 @@
 #include "core/online_state.h"
 #include "cpu/convert-inl.h"
 #include "cpu/flash_softmax-inl.h"
-#include "cpu/gemm_tile-inl.h"
+#include "cpu/flash_tile-inl.h"
+#include "cpu/online_state-inl.h"
 #include "hwy/highway.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -34,156 +37,66 @@ namespace streamattn {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-// Register blocks for this target (see gemm_tile-inl.h): S^T blocks are kMrS keys x kNvS
-// vectors of query rows, P.V blocks kMrP query rows x up to kNvP vectors of head_dim.
-constexpr size_t kNvS = 3;
-constexpr size_t kMrS = kVectorRegisters >= 32 ? 8 : 4;
-constexpr size_t kMrP = HWY_TARGET == HWY_SCALAR ? 3 : 6;  // divides kNvS * lanes
-constexpr size_t kNvP = kVectorRegisters >= 32 ? 4 : 2;
-constexpr size_t kKeysPerTile = 128;  // a multiple of kMrS
-constexpr int64_t kTargetRows = 192;  // rows per work item: amortises the K/V conversion
-
-// Shapes and scratch layout of one work item, fixed for the whole call.
-struct FlashConfig {
-  size_t lanes, panel_rows, rows_pad, dim, dim_v_pad;
-  int64_t positions;  // query positions per work item
-  // Offsets into the worker's scratch, in floats.
-  size_t qt, kc, vc, st, o, m, l, alpha, lo_rel, hi_rel, slope2, diag_rel, tmp, lo, hi, flags;
-  size_t total_floats;
+// One work item: rows r = (position pos0 + r / group, query head hkv * group + r % group) of
+// sequence b, against keys [chunk_begin, chunk_end).
+struct WorkItem {
+  int64_t b, hkv, pos0, pos1;
+  int64_t chunk_begin, chunk_end;
+  float* partial;  // nullptr: write the finished rows; else m, l, O of every row go here
 };
 
-inline size_t RoundUp(size_t x, size_t m) { return (x + m - 1) / m * m; }
-
+// Finishes one row: the sink joins the state as one more logit with a zero value, then
+// out = O / l and lse = ln(sum e^s). o_row (dim_v_pad floats) is scaled in place.
 template <class D>
-FlashConfig MakeFlashConfig(D d, const AttentionArgs& a) {
-  FlashConfig c;
-  c.lanes = hn::Lanes(d);
-  c.panel_rows = kNvS * c.lanes;  // a multiple of kMrP
-  c.positions = std::min<int64_t>(a.seq_q, std::max<int64_t>(1, kTargetRows / a.group));
-  c.rows_pad = RoundUp(static_cast<size_t>(c.positions * a.group), c.panel_rows);
-  c.dim = static_cast<size_t>(a.head_dim);
-  c.dim_v_pad = RoundUp(static_cast<size_t>(a.head_dim_v), c.lanes);
-  size_t at = 0;
-  auto take = [&](size_t floats) {
-    const size_t offset = at;
-    at += RoundUp(floats, 16);  // keep every array 64-byte aligned
-    return offset;
-  };
-  c.qt = take(c.rows_pad * c.dim);
-  c.kc = take(kKeysPerTile * c.dim);
-  c.vc = take(kKeysPerTile * c.dim_v_pad);
-  c.st = take(kKeysPerTile * c.rows_pad);
-  c.o = take(c.rows_pad * c.dim_v_pad);
-  c.m = take(c.rows_pad);
-  c.l = take(c.rows_pad);
-  c.alpha = take(c.rows_pad);
-  c.lo_rel = take(c.rows_pad);
-  c.hi_rel = take(c.rows_pad);
-  c.slope2 = take(c.rows_pad);
-  c.diag_rel = take(c.rows_pad);
-  c.tmp = take(std::max(c.dim, c.dim_v_pad));
-  c.lo = take(2 * c.rows_pad);  // int64
-  c.hi = take(2 * c.rows_pad);  // int64
-  c.flags = take(c.rows_pad);   // two bytes per panel
-  c.total_floats = at;
-  return c;
-}
-
-// Adds the caller's additive mask (times log2 e) to the raw products of rows [r0, r1) and
-// keys [k0, k0 + nb); -inf in the mask hides the key whatever the product is.
-inline void AddMask(const AttentionArgs& a, int64_t b, int64_t hkv, int64_t pos0, size_t r0,
-                    size_t r1, int64_t k0, size_t nb, float* st, size_t ldst) {
-  const Tensor& mask = a.mask;
-  const int64_t mb = mask.dim(0) == 1 ? 0 : b;
-  const int64_t key_step = mask.stride(3) * DTypeSize(mask.dtype);
-  for (size_t r = r0; r < r1; ++r) {
-    const int64_t pos = pos0 + static_cast<int64_t>(r) / a.group;
-    const int64_t h = hkv * a.group + static_cast<int64_t>(r) % a.group;
-    const char* row = mask.At<const char>(mb, mask.dim(1) == 1 ? 0 : h, pos, k0);
-    for (size_t c = 0; c < nb; ++c) {
-      const float bias = LoadAsFloat(mask.dtype, row + static_cast<int64_t>(c) * key_step);
-      float& s = st[c * ldst + r];
-      s = bias == kNegInf ? kNegInf : s + bias * kLog2e;
+HWY_INLINE void FinishRow(D d, const AttentionArgs& a, int64_t b, int64_t pos, int64_t h,
+                          RowState state, float* HWY_RESTRICT o_row, size_t dim_v_pad) {
+  float o_factor = 1.0f;
+  if (!a.sinks.empty() && a.sinks[h] != kNegInf) {
+    const float sink = a.sinks[h] * kLog2e;
+    const float m_new = std::isnan(state.m) || state.m > sink ? state.m : sink;
+    o_factor = RescaleFactor(state.m, m_new);
+    state.l = state.l * o_factor + RescaleFactor(sink, m_new);
+    state.m = m_new;
+  }
+  if (state.l == 0.0f) {
+    std::fill(o_row, o_row + dim_v_pad, 0.0f);  // a row that sees nothing: 0, never 0/0
+  } else {
+    const auto inv = hn::Set(d, o_factor / state.l);
+    for (size_t i = 0; i < dim_v_pad; i += hn::Lanes(d)) {
+      hn::StoreU(hn::Mul(hn::LoadU(d, o_row + i), inv), d, o_row + i);
     }
   }
+  StoreRowFromF32(o_row, static_cast<size_t>(a.head_dim_v), a.out.dtype, a.out.At(b, pos, h, 0),
+                  a.out.stride(3));
+  if (a.has_lse) *a.lse.At<float>(b, h, pos) = NaturalLse(state);
 }
 
-// True when any of the nb rows of n floats (row stride ld) holds a NaN or an infinity.
+// Converts keys [k0, k0 + nb) of the work item's kv head to dense f32 rows: K into kt
+// (nb_pad rows of dim_pad, zero-padded) and V into vt (nb rows of dim_v_pad, zero-padded).
 template <class D>
-HWY_INLINE bool AnyNonFinite(D d, const float* rows, size_t ld, size_t nb, size_t n) {
-  const size_t N = hn::Lanes(d);
+HWY_INLINE void LoadKeyTile(D d, const AttentionArgs& a, const FlashConfig& cfg, int64_t b,
+                            int64_t hkv, int64_t k0, size_t nb, size_t nb_pad, float* kt,
+                            float* vt) {
   for (size_t c = 0; c < nb; ++c) {
-    const float* row = rows + c * ld;
-    size_t i = 0;
-    for (; i + N <= n; i += N) {
-      if (!hn::AllTrue(d, hn::IsFinite(hn::LoadU(d, row + i)))) return true;
-    }
-    for (; i < n; ++i) {
-      if (!std::isfinite(row[i])) return true;
-    }
+    const int64_t key = k0 + static_cast<int64_t>(c);
+    float* krow = kt + c * cfg.dim_pad;
+    LoadRowAsF32(d, a.k.dtype, a.KeyRow(a.k, b, key, hkv), a.k.stride(3), cfg.dim, krow);
+    std::fill(krow + cfg.dim, krow + cfg.dim_pad, 0.0f);
+    float* vrow = vt + c * cfg.dim_v_pad;
+    LoadRowAsF32(d, a.v.dtype, a.KeyRow(a.v, b, key, hkv), a.v.stride(3),
+                 static_cast<size_t>(a.head_dim_v), vrow);
+    std::fill(vrow + a.head_dim_v, vrow + cfg.dim_v_pad, 0.0f);
   }
-  return false;
+  std::fill(kt + nb * cfg.dim_pad, kt + nb_pad * cfg.dim_pad, 0.0f);  // whole score blocks
 }
 
-// O[r] = alpha[r] O[r] + P[r] V for kMrP rows, over all head_dim column blocks.
 template <class D>
-HWY_INLINE void AccumulatePV(D d, const FlashConfig& cfg, const float* pt, size_t ldpt,
-                             const float* v, size_t ldv, size_t nb, float* o, const float* alpha) {
-  const size_t N = cfg.lanes;
-  const size_t vectors = cfg.dim_v_pad / N;
-  size_t j = 0;
-  for (; j + kNvP <= vectors; j += kNvP) {
-    GemmTile<kMrP, kNvP, ALayout::kRowsAdjacent>(d, pt, ldpt, v + j * N, ldv, nb, o + j * N,
-                                                 cfg.dim_v_pad, alpha);
-  }
-  switch (vectors - j) {
-    case 3:
-      GemmTile<kMrP, 3, ALayout::kRowsAdjacent>(d, pt, ldpt, v + j * N, ldv, nb, o + j * N,
-                                                cfg.dim_v_pad, alpha);
-      break;
-    case 2:
-      GemmTile<kMrP, 2, ALayout::kRowsAdjacent>(d, pt, ldpt, v + j * N, ldv, nb, o + j * N,
-                                                cfg.dim_v_pad, alpha);
-      break;
-    case 1:
-      GemmTile<kMrP, 1, ALayout::kRowsAdjacent>(d, pt, ldpt, v + j * N, ldv, nb, o + j * N,
-                                                cfg.dim_v_pad, alpha);
-      break;
-    default:
-      break;
-  }
-}
-
-// The same product for tiles where some row hides a key whose V is not finite: zero
-// probabilities are skipped instead of multiplied, so 0 * NaN never reaches a row.
-template <class D>
-HWY_INLINE void AccumulatePVSkippingZeros(D d, const FlashConfig& cfg, const float* pt, size_t ldpt,
-                                          const float* v, size_t ldv, size_t nb, float* o,
-                                          const float* alpha) {
-  for (size_t r = 0; r < kMrP; ++r) {
-    float* orow = o + r * cfg.dim_v_pad;
-    for (size_t i = 0; i < cfg.dim_v_pad; i += cfg.lanes) {
-      hn::StoreU(hn::Mul(hn::LoadU(d, orow + i), hn::Set(d, alpha[r])), d, orow + i);
-    }
-    for (size_t c = 0; c < nb; ++c) {
-      const float p = pt[c * ldpt + r];
-      if (p == 0.0f) continue;
-      const float* vrow = v + c * ldv;
-      for (size_t i = 0; i < cfg.dim_v_pad; i += cfg.lanes) {
-        hn::StoreU(hn::MulAdd(hn::Set(d, p), hn::LoadU(d, vrow + i), hn::LoadU(d, orow + i)), d,
-                   orow + i);
-      }
-    }
-  }
-}
-
-// Rows r = (position pos0 + r / group, query head hkv * group + r % group).
-template <class D>
-void FlashForwardWorkItem(D d, const AttentionArgs& a, const FlashConfig& cfg, int64_t b,
-                          int64_t hkv, int64_t pos0, int64_t pos1, float* HWY_RESTRICT scratch) {
-  const size_t N = cfg.lanes, R = cfg.rows_pad, dim = cfg.dim, dvp = cfg.dim_v_pad;
-  const size_t rows = static_cast<size_t>((pos1 - pos0) * a.group);
-  float* qt = scratch + cfg.qt;
+void FlashForwardWorkItem(D d, const AttentionArgs& a, const FlashConfig& cfg, const WorkItem& item,
+                          float* HWY_RESTRICT scratch) {
+  const size_t R = cfg.rows_pad, dim = cfg.dim, dvp = cfg.dim_v_pad;
+  const size_t rows = static_cast<size_t>((item.pos1 - item.pos0) * a.group);
+  const int64_t b = item.b, hkv = item.hkv, seq_k = a.SeqK(b);
+  float* q = scratch + cfg.q;
   float* st = scratch + cfg.st;
   float* o = scratch + cfg.o;
   float* m = scratch + cfg.m;
@@ -193,26 +106,31 @@ void FlashForwardWorkItem(D d, const AttentionArgs& a, const FlashConfig& cfg, i
   int64_t* lo = reinterpret_cast<int64_t*>(scratch + cfg.lo);
   int64_t* hi = reinterpret_cast<int64_t*>(scratch + cfg.hi);
 
-  // Per row: visible keys, ALiBi, and the row of Q^T (scaled so products are base-2 scores,
-  // or tanh arguments under softcap).
+  // Per row: the visible keys of this chunk, and the row of Q (scaled so products are base-2
+  // scores, or tanh arguments under softcap), as Q^T panels (GEMM) or rows (dot).
   const float q_scale = a.softcap > 0.0f ? a.scale / a.softcap : a.scale * kLog2e;
-  int64_t key_lo = a.seq_k, key_hi = -1;  // union of the rows' visible keys
+  int64_t key_lo = item.chunk_end, key_hi = item.chunk_begin - 1;  // union over rows
   for (size_t r = 0; r < R; ++r) {
-    float* qt_col = qt + (r / cfg.panel_rows) * dim * cfg.panel_rows + r % cfg.panel_rows;
+    float* q_col = cfg.dot_scores
+                       ? q + r * cfg.dim_pad
+                       : q + (r / cfg.panel_rows) * dim * cfg.panel_rows + r % cfg.panel_rows;
+    const size_t q_step = cfg.dot_scores ? 1 : cfg.panel_rows;
     m[r] = kNegInf;
     l[r] = 0.0f;
     if (r >= rows) {
       lo[r] = 1, hi[r] = 0;  // a padding row sees nothing
-      for (size_t i = 0; i < dim; ++i) qt_col[i * cfg.panel_rows] = 0.0f;
+      for (size_t i = 0; i < cfg.dim_pad; ++i) q_col[i * q_step] = 0.0f;
       continue;
     }
-    const int64_t pos = pos0 + static_cast<int64_t>(r) / a.group;
+    const int64_t pos = item.pos0 + static_cast<int64_t>(r) / a.group;
     const int64_t h = hkv * a.group + static_cast<int64_t>(r) % a.group;
-    const KeyRange range = VisibleKeys(a, pos, a.seq_k);
-    lo[r] = range.lo, hi[r] = range.hi;
-    if (!range.empty()) key_lo = std::min(key_lo, range.lo), key_hi = std::max(key_hi, range.hi);
+    const KeyRange range = VisibleKeys(a, pos, seq_k);
+    lo[r] = std::max(range.lo, item.chunk_begin);
+    hi[r] = std::min(range.hi, item.chunk_end - 1);
+    if (lo[r] <= hi[r]) key_lo = std::min(key_lo, lo[r]), key_hi = std::max(key_hi, hi[r]);
     LoadRowAsF32(d, a.q.dtype, a.q.At(b, pos, h, 0), a.q.stride(3), dim, tmp);
-    for (size_t i = 0; i < dim; ++i) qt_col[i * cfg.panel_rows] = tmp[i] * q_scale;
+    for (size_t i = 0; i < dim; ++i) q_col[i * q_step] = tmp[i] * q_scale;
+    for (size_t i = dim; i < cfg.dim_pad && cfg.dot_scores; ++i) q_col[i] = 0.0f;
   }
   std::fill(o, o + R * dvp, 0.0f);
 
@@ -233,38 +151,25 @@ void FlashForwardWorkItem(D d, const AttentionArgs& a, const FlashConfig& cfg, i
 
   for (int64_t k0 = key_lo; k0 <= key_hi; k0 += kKeysPerTile) {
     const size_t nb = static_cast<size_t>(std::min<int64_t>(kKeysPerTile, key_hi + 1 - k0));
-    const size_t nb_pad = RoundUp(nb, kMrS);
-    // The tile's K and V rows, converted to dense f32 (even from f32: contiguous rows beat the
-    // caller's strided ones, whose 4 KiB-apart rows fight over L1 sets, and the copy is paid
-    // once per work item, not per row of it).
+    const size_t nb_pad = RoundUp(nb, cfg.dot_scores ? 4 : kMrS);
     float* kt = scratch + cfg.kc;
     float* vt = scratch + cfg.vc;
-    const size_t ldk = dim, ldv = dvp;
-    for (size_t c = 0; c < nb; ++c) {
-      const int64_t key = k0 + static_cast<int64_t>(c);
-      LoadRowAsF32(d, a.k.dtype, a.k.At(b, key, hkv, 0), a.k.stride(3), dim, kt + c * ldk);
-      float* vrow = vt + c * ldv;
-      LoadRowAsF32(d, a.v.dtype, a.v.At(b, key, hkv, 0), a.v.stride(3),
-                   static_cast<size_t>(a.head_dim_v), vrow);
-      std::fill(vrow + a.head_dim_v, vrow + dvp, 0.0f);
-    }
-    std::fill(kt + nb * ldk, kt + nb_pad * ldk, 0.0f);  // whole S^T register blocks
+    LoadKeyTile(d, a, cfg, b, hkv, k0, nb, nb_pad, kt, vt);
 
     bool any_partial = false;
+    const int64_t tile_hi = k0 + static_cast<int64_t>(nb) - 1;
     for (size_t p = 0; p < panels; ++p) {
       const size_t r0 = p * cfg.panel_rows;
       bool any = false, full = true;
       for (size_t r = r0; r < r0 + cfg.panel_rows; ++r) {
-        const int64_t tile_hi = k0 + static_cast<int64_t>(nb) - 1;
-        const bool sees_some = lo[r] <= tile_hi && hi[r] >= k0 && lo[r] <= hi[r];
-        any = any || sees_some;
+        any = any || (lo[r] <= tile_hi && hi[r] >= k0 && lo[r] <= hi[r]);
         full = full && lo[r] <= k0 && hi[r] >= tile_hi;
         scratch[cfg.lo_rel + r] = static_cast<float>(std::max<int64_t>(lo[r] - k0, -1));
         scratch[cfg.hi_rel + r] =
             static_cast<float>(std::min<int64_t>(hi[r] - k0, static_cast<int64_t>(nb)));
         if (scoring.alibi_slope2 != nullptr) {
-          const int64_t pos = pos0 + static_cast<int64_t>(r) / a.group;
-          scratch[cfg.diag_rel + r] = static_cast<float>(pos + a.seq_k - a.seq_q - k0);
+          const int64_t pos = item.pos0 + static_cast<int64_t>(r) / a.group;
+          scratch[cfg.diag_rel + r] = static_cast<float>(pos + seq_k - a.seq_q - k0);
         }
       }
       // A caller's mask can hide keys too: such tiles count as partial for the NaN-safe P.V.
@@ -272,17 +177,19 @@ void FlashForwardWorkItem(D d, const AttentionArgs& a, const FlashConfig& cfg, i
       panel_partial[p] = !full || a.has_mask;
       if (!any) continue;
       any_partial = any_partial || panel_partial[p];
-      const float* qt_panel = qt + p * dim * cfg.panel_rows;
-      for (size_t c = 0; c < nb_pad; c += kMrS) {
-        GemmTile<kMrS, kNvS, ALayout::kRowsAlongK>(d, kt + c * ldk, ldk, qt_panel, cfg.panel_rows,
-                                                   dim, st + c * R + r0, R, nullptr);
+      if (cfg.dot_scores) {
+        DotScores(d, q, cfg.dim_pad, rows, kt, cfg.dim_pad, nb_pad, cfg.dim_pad, st, R);
+      } else {
+        const float* qt_panel = q + p * dim * cfg.panel_rows;
+        for (size_t c = 0; c < nb_pad; c += kMrS) {
+          GemmTile<kMrS, kNvS, ALayout::kRowsAlongK>(d, kt + c * cfg.dim_pad, cfg.dim_pad, qt_panel,
+                                                     cfg.panel_rows, dim, st + c * R + r0, R,
+                                                     nullptr);
+        }
       }
-      if (a.softcap > 0.0f) {
-        ApplySoftcap(d, a.softcap * kLog2e, st + r0, R, nb, cfg.panel_rows);
-      }
-      if (a.has_mask) {
-        AddMask(a, b, hkv, pos0, r0, std::min(r0 + cfg.panel_rows, rows), k0, nb, st, R);
-      }
+      const size_t panel_end = std::min(r0 + cfg.panel_rows, rows);
+      if (a.softcap > 0.0f) ApplySoftcap(d, a.softcap * kLog2e, st + r0, R, nb, cfg.panel_rows);
+      if (a.has_mask) AddMask(a, b, hkv, item.pos0, r0, panel_end, k0, nb, st, R);
       TileScoring panel_scoring = scoring;  // per-row arrays start at the panel's first row
       panel_scoring.full = full;
       panel_scoring.lo += r0, panel_scoring.hi += r0;
@@ -291,44 +198,53 @@ void FlashForwardWorkItem(D d, const AttentionArgs& a, const FlashConfig& cfg, i
                          alpha + r0);
     }
     const bool careful =
-        any_partial && AnyNonFinite(d, vt, ldv, nb, static_cast<size_t>(a.head_dim_v));
+        any_partial && AnyNonFinite(d, vt, dvp, nb, static_cast<size_t>(a.head_dim_v));
     for (size_t p = 0; p < panels; ++p) {
       if (!panel_active[p]) continue;
-      for (size_t r = p * cfg.panel_rows; r < (p + 1) * cfg.panel_rows && r < rows; r += kMrP) {
+      const size_t panel_end = std::min((p + 1) * cfg.panel_rows, rows);
+      for (size_t r = p * cfg.panel_rows; r < panel_end; r += kMrP) {
+        const size_t block = std::min(kMrP, panel_end - r);
         if (careful && panel_partial[p]) {
-          AccumulatePVSkippingZeros(d, cfg, st + r, R, vt, ldv, nb, o + r * dvp, alpha + r);
+          AccumulatePVSkippingZeros(d, block, dvp, st + r, R, vt, dvp, nb, o + r * dvp, alpha + r);
         } else {
-          AccumulatePV(d, cfg, st + r, R, vt, ldv, nb, o + r * dvp, alpha + r);
+          AccumulatePV(d, block, dvp, st + r, R, vt, dvp, nb, o + r * dvp, alpha + r);
         }
       }
     }
   }
 
-  // Finish each row: the sink joins the state as one more logit with a zero value, then
-  // out = O / l and lse = ln(sum e^s).
+  if (item.partial != nullptr) {
+    std::memcpy(item.partial, m, R * sizeof(float));
+    std::memcpy(item.partial + R, l, R * sizeof(float));
+    std::memcpy(item.partial + 2 * R, o, R * dvp * sizeof(float));
+    return;
+  }
   for (size_t r = 0; r < rows; ++r) {
-    const int64_t pos = pos0 + static_cast<int64_t>(r) / a.group;
+    const int64_t pos = item.pos0 + static_cast<int64_t>(r) / a.group;
     const int64_t h = hkv * a.group + static_cast<int64_t>(r) % a.group;
-    RowState state{m[r], l[r]};
-    float o_factor = 1.0f;
-    if (!a.sinks.empty() && a.sinks[h] != kNegInf) {
-      const float sink = a.sinks[h] * kLog2e;
-      const float m_new = std::isnan(state.m) || state.m > sink ? state.m : sink;
-      o_factor = RescaleFactor(state.m, m_new);
-      state.l = state.l * o_factor + RescaleFactor(sink, m_new);
-      state.m = m_new;
+    FinishRow(d, a, b, pos, h, RowState{m[r], l[r]}, o + r * dvp, dvp);
+  }
+}
+
+// Merges the partial results of num_splits chunks of one work item's keys (each cfg's
+// PartialFloats() long, consecutive) and finishes its rows; o_row is dim_v_pad floats of
+// scratch.
+template <class D>
+void MergeSplitsAndFinish(D d, const AttentionArgs& a, const FlashConfig& cfg, const WorkItem& item,
+                          const float* partials, int64_t num_splits, float* HWY_RESTRICT o_row) {
+  const size_t R = cfg.rows_pad, dvp = cfg.dim_v_pad;
+  const size_t rows = static_cast<size_t>((item.pos1 - item.pos0) * a.group);
+  for (size_t r = 0; r < rows; ++r) {
+    RowState state;
+    std::fill(o_row, o_row + dvp, 0.0f);
+    for (int64_t s = 0; s < num_splits; ++s) {
+      const float* part = partials + s * cfg.PartialFloats();
+      const MergeFactors f = MergeRowStateScalars(&state, RowState{part[r], part[R + r]});
+      ScaleAndAddRow(d, o_row, f.a, part + 2 * R + r * dvp, f.b, dvp);
     }
-    float* orow = o + r * dvp;
-    if (state.l == 0.0f) {
-      std::fill(orow, orow + dvp, 0.0f);  // a row that sees nothing: 0, never 0/0
-    } else {
-      const auto inv = hn::Set(d, o_factor / state.l);
-      for (size_t i = 0; i < dvp; i += N)
-        hn::StoreU(hn::Mul(hn::LoadU(d, orow + i), inv), d, orow + i);
-    }
-    StoreRowFromF32(orow, static_cast<size_t>(a.head_dim_v), a.out.dtype, a.out.At(b, pos, h, 0),
-                    a.out.stride(3));
-    if (a.has_lse) *a.lse.At<float>(b, h, pos) = NaturalLse(state);
+    const int64_t pos = item.pos0 + static_cast<int64_t>(r) / a.group;
+    const int64_t h = item.hkv * a.group + static_cast<int64_t>(r) % a.group;
+    FinishRow(d, a, item.b, pos, h, state, o_row, dvp);
   }
 }
 

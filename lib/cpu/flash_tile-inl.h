@@ -1,0 +1,275 @@
+// Building blocks of one key tile of the flash forward (flash_forward-inl.h drives them):
+// the tile shapes per target, scores by either product, the caller's mask, and O += P V.
+//
+// Scores come in two orientations of the same result, S^T[key][row] (one SIMD lane per query
+// row, so the online softmax needs no horizontal reduction):
+//  - GEMM scores (prefill): S^T = K . Q^T by GemmTile, when a work item has at least a vector
+//    of query rows. Cost per key: head_dim FMAs per vector of rows.
+//  - Dot scores (decode): fewer rows than lanes, where the GEMM would leave most lanes idle, so
+//    each score is a dot product along head_dim, head_dim / lanes FMAs plus one horizontal sum.
+#if defined(STREAMATTN_CPU_FLASH_TILE_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef STREAMATTN_CPU_FLASH_TILE_INL_H_
+#undef STREAMATTN_CPU_FLASH_TILE_INL_H_
+#else
+#define STREAMATTN_CPU_FLASH_TILE_INL_H_
+#endif
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+
+#include "core/attention_args.h"
+#include "core/online_state.h"
+#include "cpu/gemm_tile-inl.h"
+#include "hwy/highway.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace streamattn {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+// Register blocks for this target (see gemm_tile-inl.h): S^T blocks are kMrS keys x kNvS
+// vectors of query rows, P.V blocks up to kMrP query rows x up to kNvP vectors of head_dim.
+constexpr size_t kNvS = 3;
+constexpr size_t kMrS = kVectorRegisters >= 32 ? 8 : 4;
+constexpr size_t kMrP = HWY_TARGET == HWY_SCALAR ? 3 : 6;  // divides kNvS * lanes
+constexpr size_t kNvP = kVectorRegisters >= 32 ? 4 : 2;
+constexpr size_t kKeysPerTile = 128;  // a multiple of kMrS and of 4 (dot scores)
+constexpr int64_t kTargetRows = 192;  // rows per work item: amortises the K/V conversion
+
+inline size_t RoundUp(size_t x, size_t m) { return (x + m - 1) / m * m; }
+
+// Shapes and scratch layout of a work item, fixed for the whole call.
+struct FlashConfig {
+  size_t lanes;
+  bool dot_scores;    // fewer query rows than lanes: dot products instead of the GEMM
+  size_t panel_rows;  // rows per S^T panel: kNvS vectors (GEMM) or one vector (dot)
+  size_t rows_pad;    // rows of a work item, padded to whole panels
+  size_t dim, dim_pad, dim_v_pad;
+  int64_t positions;  // query positions per work item
+  // Offsets into the worker's scratch, in floats.
+  size_t q, kc, vc, st, o, m, l, alpha, lo_rel, hi_rel, slope2, diag_rel, tmp, lo, hi, flags;
+  size_t total_floats;
+  // A split-KV partial result: m, l and O of every row.
+  size_t PartialFloats() const { return rows_pad * (2 + dim_v_pad); }
+};
+
+template <class D>
+FlashConfig MakeFlashConfig(D d, const AttentionArgs& a) {
+  FlashConfig c;
+  c.lanes = hn::Lanes(d);
+  c.positions = std::min<int64_t>(a.seq_q, std::max<int64_t>(1, kTargetRows / a.group));
+  const size_t rows = static_cast<size_t>(c.positions * a.group);
+  c.dot_scores = rows < c.lanes;
+  c.panel_rows = c.dot_scores ? c.lanes : kNvS * c.lanes;  // a multiple of kMrP when GEMM
+  c.rows_pad = RoundUp(rows, c.panel_rows);
+  c.dim = static_cast<size_t>(a.head_dim);
+  c.dim_pad = RoundUp(c.dim, c.lanes);
+  c.dim_v_pad = RoundUp(static_cast<size_t>(a.head_dim_v), c.lanes);
+  size_t at = 0;
+  auto take = [&](size_t floats) {
+    const size_t offset = at;
+    at += RoundUp(floats, 16);  // keep every array 64-byte aligned
+    return offset;
+  };
+  c.q = take(c.rows_pad * c.dim_pad);  // Q^T panels (GEMM) or Q rows (dot)
+  c.kc = take(kKeysPerTile * c.dim_pad);
+  c.vc = take(kKeysPerTile * c.dim_v_pad);
+  c.st = take(kKeysPerTile * c.rows_pad);
+  c.o = take(c.rows_pad * c.dim_v_pad);
+  c.m = take(c.rows_pad);
+  c.l = take(c.rows_pad);
+  c.alpha = take(c.rows_pad);
+  c.lo_rel = take(c.rows_pad);
+  c.hi_rel = take(c.rows_pad);
+  c.slope2 = take(c.rows_pad);
+  c.diag_rel = take(c.rows_pad);
+  c.tmp = take(std::max(c.dim_pad, c.dim_v_pad));
+  c.lo = take(2 * c.rows_pad);  // int64
+  c.hi = take(2 * c.rows_pad);  // int64
+  c.flags = take(c.rows_pad);   // two bytes per panel
+  c.total_floats = at;
+  return c;
+}
+
+#define SATTN_DOT_DECLARE(r) V a##r##0 = z, a##r##1 = z, a##r##2 = z, a##r##3 = z;
+#define SATTN_DOT_FMA(r)                        \
+  if constexpr (RB > r) {                       \
+    const V qv = hn::LoadU(d, q + r * ldq + i); \
+    a##r##0 = hn::MulAdd(qv, k0, a##r##0);      \
+    a##r##1 = hn::MulAdd(qv, k1, a##r##1);      \
+    a##r##2 = hn::MulAdd(qv, k2, a##r##2);      \
+    a##r##3 = hn::MulAdd(qv, k3, a##r##3);      \
+  }
+#define SATTN_DOT_STORE(r)                                      \
+  if constexpr (RB > r) {                                       \
+    st[0 * ldst + r] = hn::GetLane(hn::SumOfLanes(d, a##r##0)); \
+    st[1 * ldst + r] = hn::GetLane(hn::SumOfLanes(d, a##r##1)); \
+    st[2 * ldst + r] = hn::GetLane(hn::SumOfLanes(d, a##r##2)); \
+    st[3 * ldst + r] = hn::GetLane(hn::SumOfLanes(d, a##r##3)); \
+  }
+
+// Scores of RB (<= 4) query rows against 4 keys: RB x 4 named accumulators along head_dim.
+template <size_t RB, class D>
+HWY_INLINE void DotBlock(D d, const float* HWY_RESTRICT q, size_t ldq, const float* HWY_RESTRICT k,
+                         size_t ldk, size_t dim_pad, float* HWY_RESTRICT st, size_t ldst) {
+  using V = hn::Vec<D>;
+  const V z = hn::Zero(d);
+  SATTN_DOT_DECLARE(0)
+  SATTN_DOT_DECLARE(1) SATTN_DOT_DECLARE(2)
+      SATTN_DOT_DECLARE(3) for (size_t i = 0; i < dim_pad; i += hn::Lanes(d)) {
+    const V k0 = hn::LoadU(d, k + i), k1 = hn::LoadU(d, k + ldk + i);
+    const V k2 = hn::LoadU(d, k + 2 * ldk + i), k3 = hn::LoadU(d, k + 3 * ldk + i);
+    SATTN_DOT_FMA(0) SATTN_DOT_FMA(1) SATTN_DOT_FMA(2) SATTN_DOT_FMA(3)
+  }
+  SATTN_DOT_STORE(0) SATTN_DOT_STORE(1) SATTN_DOT_STORE(2) SATTN_DOT_STORE(3)
+}
+
+#undef SATTN_DOT_DECLARE
+#undef SATTN_DOT_FMA
+#undef SATTN_DOT_STORE
+
+// st[c * ldst + r] = q_r . k_c for r < rows and c < nb_pad (a multiple of 4; rows past nb are
+// zero-padded keys). Q and K rows are zero-padded to dim_pad.
+template <class D>
+HWY_INLINE void DotScores(D d, const float* q, size_t ldq, size_t rows, const float* k, size_t ldk,
+                          size_t nb_pad, size_t dim_pad, float* st, size_t ldst) {
+  for (size_t c = 0; c < nb_pad; c += 4) {
+    for (size_t r = 0; r < rows; r += 4) {
+      const float* qr = q + r * ldq;
+      const float* kc = k + c * ldk;
+      float* out = st + c * ldst + r;
+      switch (std::min<size_t>(4, rows - r)) {
+        case 4:
+          DotBlock<4>(d, qr, ldq, kc, ldk, dim_pad, out, ldst);
+          break;
+        case 3:
+          DotBlock<3>(d, qr, ldq, kc, ldk, dim_pad, out, ldst);
+          break;
+        case 2:
+          DotBlock<2>(d, qr, ldq, kc, ldk, dim_pad, out, ldst);
+          break;
+        default:
+          DotBlock<1>(d, qr, ldq, kc, ldk, dim_pad, out, ldst);
+          break;
+      }
+    }
+  }
+}
+
+// Adds the caller's additive mask (times log2 e) to the raw products of rows [r0, r1) and
+// keys [k0, k0 + nb); -inf in the mask hides the key whatever the product is.
+inline void AddMask(const AttentionArgs& a, int64_t b, int64_t hkv, int64_t pos0, size_t r0,
+                    size_t r1, int64_t k0, size_t nb, float* st, size_t ldst) {
+  const Tensor& mask = a.mask;
+  const int64_t mb = mask.dim(0) == 1 ? 0 : b;
+  const int64_t key_step = mask.stride(3) * DTypeSize(mask.dtype);
+  for (size_t r = r0; r < r1; ++r) {
+    const int64_t pos = pos0 + static_cast<int64_t>(r) / a.group;
+    const int64_t h = hkv * a.group + static_cast<int64_t>(r) % a.group;
+    const char* row = mask.At<const char>(mb, mask.dim(1) == 1 ? 0 : h, pos, k0);
+    for (size_t c = 0; c < nb; ++c) {
+      const float bias = LoadAsFloat(mask.dtype, row + static_cast<int64_t>(c) * key_step);
+      float& s = st[c * ldst + r];
+      s = bias == kNegInf ? kNegInf : s + bias * kLog2e;
+    }
+  }
+}
+
+// True when any of the nb rows of n floats (row stride ld) holds a NaN or an infinity.
+template <class D>
+HWY_INLINE bool AnyNonFinite(D d, const float* rows, size_t ld, size_t nb, size_t n) {
+  const size_t N = hn::Lanes(d);
+  for (size_t c = 0; c < nb; ++c) {
+    const float* row = rows + c * ld;
+    size_t i = 0;
+    for (; i + N <= n; i += N) {
+      if (!hn::AllTrue(d, hn::IsFinite(hn::LoadU(d, row + i)))) return true;
+    }
+    for (; i < n; ++i) {
+      if (!std::isfinite(row[i])) return true;
+    }
+  }
+  return false;
+}
+
+// O[r] = alpha[r] O[r] + P[r] V for MR rows, over all head_dim column blocks.
+template <size_t MR, class D>
+HWY_INLINE void AccumulatePVRows(D d, size_t dim_v_pad, const float* pt, size_t ldpt,
+                                 const float* v, size_t ldv, size_t nb, float* o,
+                                 const float* alpha) {
+  const size_t N = hn::Lanes(d);
+  const size_t vectors = dim_v_pad / N;
+  size_t j = 0;
+  for (; j + kNvP <= vectors; j += kNvP) {
+    GemmTile<MR, kNvP, ALayout::kRowsAdjacent>(d, pt, ldpt, v + j * N, ldv, nb, o + j * N,
+                                               dim_v_pad, alpha);
+  }
+  switch (vectors - j) {
+    case 3:
+      GemmTile<MR, 3, ALayout::kRowsAdjacent>(d, pt, ldpt, v + j * N, ldv, nb, o + j * N, dim_v_pad,
+                                              alpha);
+      break;
+    case 2:
+      GemmTile<MR, 2, ALayout::kRowsAdjacent>(d, pt, ldpt, v + j * N, ldv, nb, o + j * N, dim_v_pad,
+                                              alpha);
+      break;
+    case 1:
+      GemmTile<MR, 1, ALayout::kRowsAdjacent>(d, pt, ldpt, v + j * N, ldv, nb, o + j * N, dim_v_pad,
+                                              alpha);
+      break;
+    default:
+      break;
+  }
+}
+
+// The same for `rows` (1..kMrP) rows: a work item with few rows (decoding) uses a register
+// block of its size rather than computing padding rows.
+template <class D>
+HWY_INLINE void AccumulatePV(D d, size_t rows, size_t dim_v_pad, const float* pt, size_t ldpt,
+                             const float* v, size_t ldv, size_t nb, float* o, const float* alpha) {
+  switch (std::min(rows, kMrP)) {
+    case 1:
+      return AccumulatePVRows<1>(d, dim_v_pad, pt, ldpt, v, ldv, nb, o, alpha);
+    case 2:
+      return AccumulatePVRows<2>(d, dim_v_pad, pt, ldpt, v, ldv, nb, o, alpha);
+    case 3:
+      return AccumulatePVRows<3>(d, dim_v_pad, pt, ldpt, v, ldv, nb, o, alpha);
+    case 4:
+      return AccumulatePVRows<4>(d, dim_v_pad, pt, ldpt, v, ldv, nb, o, alpha);
+    case 5:
+      return AccumulatePVRows<5>(d, dim_v_pad, pt, ldpt, v, ldv, nb, o, alpha);
+    default:
+      return AccumulatePVRows<kMrP>(d, dim_v_pad, pt, ldpt, v, ldv, nb, o, alpha);
+  }
+}
+
+// O += P V for `rows` rows of a tile where some row hides a key whose V is not finite: zero
+// probabilities are skipped instead of multiplied, so 0 * NaN never reaches a row.
+template <class D>
+HWY_INLINE void AccumulatePVSkippingZeros(D d, size_t rows, size_t dim_v_pad, const float* pt,
+                                          size_t ldpt, const float* v, size_t ldv, size_t nb,
+                                          float* o, const float* alpha) {
+  const size_t N = hn::Lanes(d);
+  for (size_t r = 0; r < rows; ++r) {
+    float* orow = o + r * dim_v_pad;
+    for (size_t i = 0; i < dim_v_pad; i += N) {
+      hn::StoreU(hn::Mul(hn::LoadU(d, orow + i), hn::Set(d, alpha[r])), d, orow + i);
+    }
+    for (size_t c = 0; c < nb; ++c) {
+      const float p = pt[c * ldpt + r];
+      if (p == 0.0f) continue;
+      const float* vrow = v + c * ldv;
+      for (size_t i = 0; i < dim_v_pad; i += N) {
+        hn::StoreU(hn::MulAdd(hn::Set(d, p), hn::LoadU(d, vrow + i), hn::LoadU(d, orow + i)), d,
+                   orow + i);
+      }
+    }
+  }
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace streamattn
+HWY_AFTER_NAMESPACE();
+
+#endif  // STREAMATTN_CPU_FLASH_TILE_INL_H_
