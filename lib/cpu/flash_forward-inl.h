@@ -38,9 +38,10 @@ namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
 // One work item: rows r = (position pos0 + r / group, query head hkv * group + r % group) of
-// sequence b, against keys [chunk_begin, chunk_end).
+// sequence b for each kv head hkv in [hkv_begin, hkv_begin + cfg.heads), against keys
+// [chunk_begin, chunk_end).
 struct WorkItem {
-  int64_t b, hkv, pos0, pos1;
+  int64_t b, hkv_begin, pos0, pos1;
   int64_t chunk_begin, chunk_end;
   float* partial;  // nullptr: write the finished rows; else m, l, O of every row go here
 };
@@ -71,158 +72,216 @@ HWY_INLINE void FinishRow(D d, const AttentionArgs& a, int64_t b, int64_t pos, i
   if (a.has_lse) *a.lse.At<float>(b, h, pos) = NaturalLse(state);
 }
 
-// Converts keys [k0, k0 + nb) of the work item's kv head to dense f32 rows: K into kt
-// (nb_pad rows of dim_pad, zero-padded) and V into vt (nb rows of dim_v_pad, zero-padded).
+// Converts keys [k0, k0 + nb) of the item's kv heads to dense f32 rows, head after head for
+// each key, so the reads sweep the cache in address order (contiguous or paged alike): head h's
+// K goes to kt + h * keys_per_tile * dim_pad (nb_pad rows, zero-padded), V likewise.
 template <class D>
 HWY_INLINE void LoadKeyTile(D d, const AttentionArgs& a, const FlashConfig& cfg, int64_t b,
-                            int64_t hkv, int64_t k0, size_t nb, size_t nb_pad, float* kt,
+                            int64_t hkv_begin, int64_t k0, size_t nb, size_t nb_pad, float* kt,
                             float* vt) {
+  const size_t k_head = cfg.keys_per_tile * cfg.dim_pad, v_head = cfg.keys_per_tile * cfg.dim_v_pad;
   for (size_t c = 0; c < nb; ++c) {
     const int64_t key = k0 + static_cast<int64_t>(c);
-    float* krow = kt + c * cfg.dim_pad;
-    LoadRowAsF32(d, a.k.dtype, a.KeyRow(a.k, b, key, hkv), a.k.stride(3), cfg.dim, krow);
-    std::fill(krow + cfg.dim, krow + cfg.dim_pad, 0.0f);
-    float* vrow = vt + c * cfg.dim_v_pad;
-    LoadRowAsF32(d, a.v.dtype, a.KeyRow(a.v, b, key, hkv), a.v.stride(3),
-                 static_cast<size_t>(a.head_dim_v), vrow);
-    std::fill(vrow + a.head_dim_v, vrow + cfg.dim_v_pad, 0.0f);
+    for (int64_t h = 0; h < cfg.heads; ++h) {
+      float* krow = kt + h * k_head + c * cfg.dim_pad;
+      LoadRowAsF32(d, a.k.dtype, a.KeyRow(a.k, b, key, hkv_begin + h), a.k.stride(3), cfg.dim,
+                   krow);
+      std::fill(krow + cfg.dim, krow + cfg.dim_pad, 0.0f);
+    }
+    for (int64_t h = 0; h < cfg.heads; ++h) {
+      float* vrow = vt + h * v_head + c * cfg.dim_v_pad;
+      LoadRowAsF32(d, a.v.dtype, a.KeyRow(a.v, b, key, hkv_begin + h), a.v.stride(3),
+                   static_cast<size_t>(a.head_dim_v), vrow);
+      std::fill(vrow + a.head_dim_v, vrow + cfg.dim_v_pad, 0.0f);
+    }
   }
-  std::fill(kt + nb * cfg.dim_pad, kt + nb_pad * cfg.dim_pad, 0.0f);  // whole score blocks
+  for (int64_t h = 0; h < cfg.heads; ++h) {  // whole score blocks
+    std::fill(kt + h * k_head + nb * cfg.dim_pad, kt + h * k_head + nb_pad * cfg.dim_pad, 0.0f);
+  }
+}
+
+// Packs head hkv's query rows, scaled so products are base-2 scores (or tanh arguments under
+// softcap): Q^T panels for the GEMM, rows for dot scores. Padding rows are zero.
+template <class D>
+HWY_INLINE void PackQueries(D d, const AttentionArgs& a, const FlashConfig& cfg,
+                            const WorkItem& item, int64_t hkv, size_t rows, float* q, float* tmp) {
+  const float q_scale = a.softcap > 0.0f ? a.scale / a.softcap : a.scale * kLog2e;
+  const size_t step = cfg.dot_scores ? 1 : cfg.panel_rows;
+  for (size_t r = 0; r < cfg.rows_pad; ++r) {
+    float* column = cfg.dot_scores
+                        ? q + r * cfg.dim_pad
+                        : q + (r / cfg.panel_rows) * cfg.dim * cfg.panel_rows + r % cfg.panel_rows;
+    if (r >= rows) {
+      for (size_t i = 0; i < cfg.dim_pad; ++i) column[i * step] = 0.0f;
+      continue;
+    }
+    const int64_t pos = item.pos0 + static_cast<int64_t>(r) / a.group;
+    const int64_t h = hkv * a.group + static_cast<int64_t>(r) % a.group;
+    LoadRowAsF32(d, a.q.dtype, a.q.At(item.b, pos, h, 0), a.q.stride(3), cfg.dim, tmp);
+    for (size_t i = 0; i < cfg.dim; ++i) column[i * step] = tmp[i] * q_scale;
+    for (size_t i = cfg.dim; i < cfg.dim_pad && cfg.dot_scores; ++i) column[i] = 0.0f;
+  }
+}
+
+// One kv head's scores, softmax and P.V for one tile: rows' states in `head` advance by the
+// keys [k0, k0 + nb); kt and vt are the head's converted rows.
+template <class D>
+HWY_INLINE void AdvanceHeadOverTile(D d, const AttentionArgs& a, const FlashConfig& cfg,
+                                    const WorkItem& item, int64_t hkv, size_t rows, int64_t k0,
+                                    size_t nb, size_t nb_pad, const float* kt, const float* vt,
+                                    const TileScoring& scoring, float* head,
+                                    float* HWY_RESTRICT scratch) {
+  const size_t R = cfg.rows_pad, dvp = cfg.dim_v_pad;
+  const size_t panels = (rows + cfg.panel_rows - 1) / cfg.panel_rows;
+  const uint8_t* panel_active = reinterpret_cast<const uint8_t*>(scratch + cfg.flags);
+  const uint8_t* panel_partial = panel_active + panels;
+  const uint8_t* panel_covered = panel_partial + panels;
+  float* q = head + cfg.head_q;
+  float* o = head + cfg.head_o;
+  float* m = head + cfg.head_m;
+  float* l = head + cfg.head_l;
+  float* st = scratch + cfg.st;
+  float* alpha = scratch + cfg.alpha;
+  bool any_partial = false;
+  for (size_t p = 0; p < panels; ++p) {
+    if (!panel_active[p]) continue;
+    any_partial = any_partial || panel_partial[p];
+    const size_t r0 = p * cfg.panel_rows;
+    if (cfg.dot_scores) {
+      DotScores(d, q, cfg.dim_pad, rows, kt, cfg.dim_pad, nb_pad, cfg.dim_pad, st, R);
+      // Padding lanes get score 0 rather than a stale value, so no lane meets a NaN or a
+      // subnormal (whose arithmetic is slow on x86).
+      for (size_t c = 0; c < nb; ++c) std::fill(st + c * R + rows, st + c * R + R, 0.0f);
+    } else {
+      const float* qt_panel = q + p * cfg.dim * cfg.panel_rows;
+      for (size_t c = 0; c < nb_pad; c += kMrS) {
+        GemmTile<kMrS, kNvS, ALayout::kRowsAlongK>(d, kt + c * cfg.dim_pad, cfg.dim_pad, qt_panel,
+                                                   cfg.panel_rows, cfg.dim, st + c * R + r0, R,
+                                                   nullptr);
+      }
+    }
+    const size_t panel_end = std::min(r0 + cfg.panel_rows, rows);
+    if (a.softcap > 0.0f) ApplySoftcap(d, a.softcap * kLog2e, st + r0, R, nb, cfg.panel_rows);
+    if (a.has_mask) AddMask(a, item.b, hkv, item.pos0, r0, panel_end, k0, nb, st, R);
+    TileScoring panel_scoring = scoring;  // per-row arrays start at the panel's first row
+    panel_scoring.full = panel_covered[p];
+    panel_scoring.lo += r0, panel_scoring.hi += r0;
+    if (!a.alibi_slopes.empty()) {
+      panel_scoring.alibi_slope2 = head + cfg.head_slope2 + r0;
+      panel_scoring.diagonal += r0;
+    }
+    OnlineSoftmaxPanel(d, panel_scoring, st + r0, R, nb, cfg.panel_rows, m + r0, l + r0,
+                       alpha + r0);
+  }
+  const bool careful =
+      any_partial && AnyNonFinite(d, vt, dvp, nb, static_cast<size_t>(a.head_dim_v));
+  for (size_t p = 0; p < panels; ++p) {
+    if (!panel_active[p]) continue;
+    const size_t panel_end = std::min((p + 1) * cfg.panel_rows, rows);
+    for (size_t r = p * cfg.panel_rows; r < panel_end; r += kMrP) {
+      const size_t block = std::min(kMrP, panel_end - r);
+      if (careful && panel_partial[p]) {
+        AccumulatePVSkippingZeros(d, block, dvp, st + r, R, vt, dvp, nb, o + r * dvp, alpha + r);
+      } else {
+        AccumulatePV(d, block, dvp, st + r, R, vt, dvp, nb, o + r * dvp, alpha + r);
+      }
+    }
+  }
 }
 
 template <class D>
 void FlashForwardWorkItem(D d, const AttentionArgs& a, const FlashConfig& cfg, const WorkItem& item,
                           float* HWY_RESTRICT scratch) {
-  const size_t R = cfg.rows_pad, dim = cfg.dim, dvp = cfg.dim_v_pad;
+  const size_t R = cfg.rows_pad, dvp = cfg.dim_v_pad;
   const size_t rows = static_cast<size_t>((item.pos1 - item.pos0) * a.group);
-  const int64_t b = item.b, hkv = item.hkv, seq_k = a.SeqK(b);
-  float* q = scratch + cfg.q;
-  float* st = scratch + cfg.st;
-  float* o = scratch + cfg.o;
-  float* m = scratch + cfg.m;
-  float* l = scratch + cfg.l;
-  float* alpha = scratch + cfg.alpha;
-  float* tmp = scratch + cfg.tmp;
+  const int64_t b = item.b, seq_k = a.SeqK(b);
   int64_t* lo = reinterpret_cast<int64_t*>(scratch + cfg.lo);
   int64_t* hi = reinterpret_cast<int64_t*>(scratch + cfg.hi);
 
-  // Per row: the visible keys of this chunk, and the row of Q (scaled so products are base-2
-  // scores, or tanh arguments under softcap), as Q^T panels (GEMM) or rows (dot).
-  const float q_scale = a.softcap > 0.0f ? a.scale / a.softcap : a.scale * kLog2e;
-  int64_t key_lo = item.chunk_end, key_hi = item.chunk_begin - 1;  // union over rows
+  // The keys each row sees in this chunk (the same for every head), and their union.
+  int64_t key_lo = item.chunk_end, key_hi = item.chunk_begin - 1;
   for (size_t r = 0; r < R; ++r) {
-    float* q_col = cfg.dot_scores
-                       ? q + r * cfg.dim_pad
-                       : q + (r / cfg.panel_rows) * dim * cfg.panel_rows + r % cfg.panel_rows;
-    const size_t q_step = cfg.dot_scores ? 1 : cfg.panel_rows;
-    m[r] = kNegInf;
-    l[r] = 0.0f;
     if (r >= rows) {
       lo[r] = 1, hi[r] = 0;  // a padding row sees nothing
-      for (size_t i = 0; i < cfg.dim_pad; ++i) q_col[i * q_step] = 0.0f;
       continue;
     }
-    const int64_t pos = item.pos0 + static_cast<int64_t>(r) / a.group;
-    const int64_t h = hkv * a.group + static_cast<int64_t>(r) % a.group;
-    const KeyRange range = VisibleKeys(a, pos, seq_k);
+    const KeyRange range = VisibleKeys(a, item.pos0 + static_cast<int64_t>(r) / a.group, seq_k);
     lo[r] = std::max(range.lo, item.chunk_begin);
     hi[r] = std::min(range.hi, item.chunk_end - 1);
     if (lo[r] <= hi[r]) key_lo = std::min(key_lo, lo[r]), key_hi = std::max(key_hi, hi[r]);
-    LoadRowAsF32(d, a.q.dtype, a.q.At(b, pos, h, 0), a.q.stride(3), dim, tmp);
-    for (size_t i = 0; i < dim; ++i) q_col[i * q_step] = tmp[i] * q_scale;
-    for (size_t i = dim; i < cfg.dim_pad && cfg.dot_scores; ++i) q_col[i] = 0.0f;
   }
-  std::fill(o, o + R * dvp, 0.0f);
+  for (int64_t h = 0; h < cfg.heads; ++h) {
+    float* head = cfg.Head(scratch, h);
+    PackQueries(d, a, cfg, item, item.hkv_begin + h, rows, head + cfg.head_q, scratch + cfg.tmp);
+    std::fill(head + cfg.head_m, head + cfg.head_m + R, kNegInf);
+    std::fill(head + cfg.head_l, head + cfg.head_l + R, 0.0f);
+    std::fill(head + cfg.head_o, head + cfg.head_o + R * dvp, 0.0f);
+    for (size_t r = 0; r < R && !a.alibi_slopes.empty(); ++r) {
+      const int64_t hq = (item.hkv_begin + h) * a.group + static_cast<int64_t>(r) % a.group;
+      head[cfg.head_slope2 + r] = r < rows ? -a.alibi_slopes[hq] * kLog2e : 0.0f;
+    }
+  }
 
   TileScoring scoring;
   scoring.lo = scratch + cfg.lo_rel;
   scoring.hi = scratch + cfg.hi_rel;
-  if (!a.alibi_slopes.empty()) {
-    scoring.alibi_slope2 = scratch + cfg.slope2;
-    scoring.diagonal = scratch + cfg.diag_rel;
-    for (size_t r = 0; r < R; ++r) {
-      const int64_t h = hkv * a.group + static_cast<int64_t>(r) % a.group;
-      scratch[cfg.slope2 + r] = r < rows ? -a.alibi_slopes[h] * kLog2e : 0.0f;
-    }
-  }
+  scoring.diagonal = scratch + cfg.diag_rel;  // read only with ALiBi
   const size_t panels = (rows + cfg.panel_rows - 1) / cfg.panel_rows;
   uint8_t* panel_active = reinterpret_cast<uint8_t*>(scratch + cfg.flags);
   uint8_t* panel_partial = panel_active + panels;
-
-  for (int64_t k0 = key_lo; k0 <= key_hi; k0 += kKeysPerTile) {
-    const size_t nb = static_cast<size_t>(std::min<int64_t>(kKeysPerTile, key_hi + 1 - k0));
+  uint8_t* panel_covered = panel_partial + panels;
+  for (int64_t k0 = key_lo; k0 <= key_hi; k0 += static_cast<int64_t>(cfg.keys_per_tile)) {
+    const size_t nb = static_cast<size_t>(
+        std::min<int64_t>(static_cast<int64_t>(cfg.keys_per_tile), key_hi + 1 - k0));
     const size_t nb_pad = RoundUp(nb, cfg.dot_scores ? 4 : kMrS);
-    float* kt = scratch + cfg.kc;
-    float* vt = scratch + cfg.vc;
-    LoadKeyTile(d, a, cfg, b, hkv, k0, nb, nb_pad, kt, vt);
-
-    bool any_partial = false;
+    // Which panels see the tile, and whether every row of a panel sees all of it.
     const int64_t tile_hi = k0 + static_cast<int64_t>(nb) - 1;
+    bool any_active = false;
     for (size_t p = 0; p < panels; ++p) {
-      const size_t r0 = p * cfg.panel_rows;
       bool any = false, full = true;
-      for (size_t r = r0; r < r0 + cfg.panel_rows; ++r) {
+      for (size_t r = p * cfg.panel_rows; r < (p + 1) * cfg.panel_rows; ++r) {
         any = any || (lo[r] <= tile_hi && hi[r] >= k0 && lo[r] <= hi[r]);
-        full = full && lo[r] <= k0 && hi[r] >= tile_hi;
+        // Padding rows' lanes are never read out: they need not see the tile.
+        full = full && (r >= rows || (lo[r] <= k0 && hi[r] >= tile_hi));
         scratch[cfg.lo_rel + r] = static_cast<float>(std::max<int64_t>(lo[r] - k0, -1));
         scratch[cfg.hi_rel + r] =
             static_cast<float>(std::min<int64_t>(hi[r] - k0, static_cast<int64_t>(nb)));
-        if (scoring.alibi_slope2 != nullptr) {
-          const int64_t pos = item.pos0 + static_cast<int64_t>(r) / a.group;
-          scratch[cfg.diag_rel + r] = static_cast<float>(pos + seq_k - a.seq_q - k0);
-        }
+        const int64_t pos = item.pos0 + static_cast<int64_t>(r) / a.group;
+        scratch[cfg.diag_rel + r] = static_cast<float>(pos + seq_k - a.seq_q - k0);
       }
-      // A caller's mask can hide keys too: such tiles count as partial for the NaN-safe P.V.
       panel_active[p] = any;
+      any_active = any_active || any;
+      // A caller's mask can hide keys too: the P.V must then be NaN-safe (see careful below),
+      // though the scores need no visibility test when the ranges cover the tile.
       panel_partial[p] = !full || a.has_mask;
-      if (!any) continue;
-      any_partial = any_partial || panel_partial[p];
-      if (cfg.dot_scores) {
-        DotScores(d, q, cfg.dim_pad, rows, kt, cfg.dim_pad, nb_pad, cfg.dim_pad, st, R);
-      } else {
-        const float* qt_panel = q + p * dim * cfg.panel_rows;
-        for (size_t c = 0; c < nb_pad; c += kMrS) {
-          GemmTile<kMrS, kNvS, ALayout::kRowsAlongK>(d, kt + c * cfg.dim_pad, cfg.dim_pad, qt_panel,
-                                                     cfg.panel_rows, dim, st + c * R + r0, R,
-                                                     nullptr);
-        }
-      }
-      const size_t panel_end = std::min(r0 + cfg.panel_rows, rows);
-      if (a.softcap > 0.0f) ApplySoftcap(d, a.softcap * kLog2e, st + r0, R, nb, cfg.panel_rows);
-      if (a.has_mask) AddMask(a, b, hkv, item.pos0, r0, panel_end, k0, nb, st, R);
-      TileScoring panel_scoring = scoring;  // per-row arrays start at the panel's first row
-      panel_scoring.full = full;
-      panel_scoring.lo += r0, panel_scoring.hi += r0;
-      if (scoring.alibi_slope2) panel_scoring.alibi_slope2 += r0, panel_scoring.diagonal += r0;
-      OnlineSoftmaxPanel(d, panel_scoring, st + r0, R, nb, cfg.panel_rows, m + r0, l + r0,
-                         alpha + r0);
+      panel_covered[p] = full;
     }
-    const bool careful =
-        any_partial && AnyNonFinite(d, vt, dvp, nb, static_cast<size_t>(a.head_dim_v));
-    for (size_t p = 0; p < panels; ++p) {
-      if (!panel_active[p]) continue;
-      const size_t panel_end = std::min((p + 1) * cfg.panel_rows, rows);
-      for (size_t r = p * cfg.panel_rows; r < panel_end; r += kMrP) {
-        const size_t block = std::min(kMrP, panel_end - r);
-        if (careful && panel_partial[p]) {
-          AccumulatePVSkippingZeros(d, block, dvp, st + r, R, vt, dvp, nb, o + r * dvp, alpha + r);
-        } else {
-          AccumulatePV(d, block, dvp, st + r, R, vt, dvp, nb, o + r * dvp, alpha + r);
-        }
-      }
+    if (!any_active) continue;
+    float* kt = scratch + cfg.kc;
+    float* vt = scratch + cfg.vc;
+    LoadKeyTile(d, a, cfg, b, item.hkv_begin, k0, nb, nb_pad, kt, vt);
+    for (int64_t h = 0; h < cfg.heads; ++h) {
+      AdvanceHeadOverTile(d, a, cfg, item, item.hkv_begin + h, rows, k0, nb, nb_pad,
+                          kt + h * cfg.keys_per_tile * cfg.dim_pad,
+                          vt + h * cfg.keys_per_tile * dvp, scoring, cfg.Head(scratch, h), scratch);
     }
   }
 
-  if (item.partial != nullptr) {
-    std::memcpy(item.partial, m, R * sizeof(float));
-    std::memcpy(item.partial + R, l, R * sizeof(float));
-    std::memcpy(item.partial + 2 * R, o, R * dvp * sizeof(float));
-    return;
-  }
-  for (size_t r = 0; r < rows; ++r) {
-    const int64_t pos = item.pos0 + static_cast<int64_t>(r) / a.group;
-    const int64_t h = hkv * a.group + static_cast<int64_t>(r) % a.group;
-    FinishRow(d, a, b, pos, h, RowState{m[r], l[r]}, o + r * dvp, dvp);
+  for (int64_t h = 0; h < cfg.heads; ++h) {
+    float* head = cfg.Head(scratch, h);
+    if (item.partial != nullptr) {
+      float* slot = item.partial + h * R * (2 + dvp);
+      std::memcpy(slot, head + cfg.head_m, R * sizeof(float));
+      std::memcpy(slot + R, head + cfg.head_l, R * sizeof(float));
+      std::memcpy(slot + 2 * R, head + cfg.head_o, R * dvp * sizeof(float));
+      continue;
+    }
+    for (size_t r = 0; r < rows; ++r) {
+      const int64_t pos = item.pos0 + static_cast<int64_t>(r) / a.group;
+      const int64_t hq = (item.hkv_begin + h) * a.group + static_cast<int64_t>(r) % a.group;
+      FinishRow(d, a, b, pos, hq, RowState{head[cfg.head_m + r], head[cfg.head_l + r]},
+                head + cfg.head_o + r * dvp, dvp);
+    }
   }
 }
 
@@ -234,17 +293,19 @@ void MergeSplitsAndFinish(D d, const AttentionArgs& a, const FlashConfig& cfg, c
                           const float* partials, int64_t num_splits, float* HWY_RESTRICT o_row) {
   const size_t R = cfg.rows_pad, dvp = cfg.dim_v_pad;
   const size_t rows = static_cast<size_t>((item.pos1 - item.pos0) * a.group);
-  for (size_t r = 0; r < rows; ++r) {
-    RowState state;
-    std::fill(o_row, o_row + dvp, 0.0f);
-    for (int64_t s = 0; s < num_splits; ++s) {
-      const float* part = partials + s * cfg.PartialFloats();
-      const MergeFactors f = MergeRowStateScalars(&state, RowState{part[r], part[R + r]});
-      ScaleAndAddRow(d, o_row, f.a, part + 2 * R + r * dvp, f.b, dvp);
+  for (int64_t h = 0; h < cfg.heads; ++h) {
+    for (size_t r = 0; r < rows; ++r) {
+      RowState state;
+      std::fill(o_row, o_row + dvp, 0.0f);
+      for (int64_t s = 0; s < num_splits; ++s) {
+        const float* part = partials + s * cfg.PartialFloats() + h * R * (2 + dvp);
+        const MergeFactors f = MergeRowStateScalars(&state, RowState{part[r], part[R + r]});
+        ScaleAndAddRow(d, o_row, f.a, part + 2 * R + r * dvp, f.b, dvp);
+      }
+      const int64_t pos = item.pos0 + static_cast<int64_t>(r) / a.group;
+      const int64_t hq = (item.hkv_begin + h) * a.group + static_cast<int64_t>(r) % a.group;
+      FinishRow(d, a, item.b, pos, hq, state, o_row, dvp);
     }
-    const int64_t pos = item.pos0 + static_cast<int64_t>(r) / a.group;
-    const int64_t h = item.hkv * a.group + static_cast<int64_t>(r) % a.group;
-    FinishRow(d, a, item.b, pos, h, state, o_row, dvp);
   }
 }
 

@@ -33,7 +33,8 @@ Status FlashForward(const AttentionArgs& a, ThreadPool* pool, WorkerScratch* scr
   const FlashConfig cfg = MakeFlashConfig(d, a);
   SATTN_RETURN_IF_ERROR(scratch->Reserve(pool->NumWorkers(), cfg.total_floats * sizeof(float)));
   const int64_t blocks = (a.seq_q + cfg.positions - 1) / cfg.positions;
-  const int64_t items = a.batch * a.heads_kv * blocks;
+  const int64_t head_groups = a.heads_kv / cfg.heads;
+  const int64_t items = a.batch * head_groups * blocks;
   int64_t chunks = 1;
   if (items < kMinWorkItems) {
     const int64_t most = std::max<int64_t>(1, a.seq_k / kMinKeysPerChunk);
@@ -47,8 +48,8 @@ Status FlashForward(const AttentionArgs& a, ThreadPool* pool, WorkerScratch* scr
     // Later query blocks see more keys under a causal mask: start them first.
     const int64_t block = blocks - 1 - index % blocks;
     const int64_t pos0 = block * cfg.positions;
-    return WorkItem{index / blocks / a.heads_kv,
-                    index / blocks % a.heads_kv,
+    return WorkItem{index / blocks / head_groups,
+                    index / blocks % head_groups * cfg.heads,
                     pos0,
                     std::min(a.seq_q, pos0 + cfg.positions),
                     0,
@@ -73,7 +74,7 @@ Status FlashForward(const AttentionArgs& a, ThreadPool* pool, WorkerScratch* scr
   pool->ParallelFor(items, [&](int64_t index, int worker) {
     const float* first = partials->data() + index * chunks * cfg.PartialFloats();
     MergeSplitsAndFinish(d, a, cfg, item_of(index), first, chunks,
-                         scratch->Get<float>(worker) + cfg.o);
+                         scratch->Get<float>(worker) + cfg.tmp);
   });
   return Status();
 }

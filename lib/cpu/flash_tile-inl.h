@@ -34,24 +34,33 @@ constexpr size_t kNvS = 3;
 constexpr size_t kMrS = kVectorRegisters >= 32 ? 8 : 4;
 constexpr size_t kMrP = HWY_TARGET == HWY_SCALAR ? 3 : 6;  // divides kNvS * lanes
 constexpr size_t kNvP = kVectorRegisters >= 32 ? 4 : 2;
-constexpr size_t kKeysPerTile = 128;  // a multiple of kMrS and of 4 (dot scores)
+constexpr size_t kKeysPerTile = 128;  // keys per tile and head; a multiple of kMrS and 4
 constexpr int64_t kTargetRows = 192;  // rows per work item: amortises the K/V conversion
 
 inline size_t RoundUp(size_t x, size_t m) { return (x + m - 1) / m * m; }
 
-// Shapes and scratch layout of a work item, fixed for the whole call.
+// Shapes and scratch layout of a work item, fixed for the whole call. A work item covers
+// `heads` kv heads: one for prefill (its 192 rows reuse each K/V tile enough), all of them for
+// decoding, so a tile's keys are read for every head at once, sequentially through the cache,
+// instead of one head's rows at a stride the hardware prefetchers do not follow.
 struct FlashConfig {
   size_t lanes;
   bool dot_scores;    // fewer query rows than lanes: dot products instead of the GEMM
   size_t panel_rows;  // rows per S^T panel: kNvS vectors (GEMM) or one vector (dot)
-  size_t rows_pad;    // rows of a work item, padded to whole panels
+  size_t rows_pad;    // rows of a work item per head, padded to whole panels
   size_t dim, dim_pad, dim_v_pad;
-  int64_t positions;  // query positions per work item
-  // Offsets into the worker's scratch, in floats.
-  size_t q, kc, vc, st, o, m, l, alpha, lo_rel, hi_rel, slope2, diag_rel, tmp, lo, hi, flags;
+  int64_t positions;     // query positions per work item
+  int64_t heads;         // kv heads per work item
+  size_t keys_per_tile;  // a multiple of kMrS and 4
+  // Offsets into the worker's scratch, in floats: the tile's K and V (per head), S^T and the
+  // per-row arrays shared by the heads, then one block of state per head.
+  size_t kc, vc, st, alpha, lo_rel, hi_rel, diag_rel, tmp, lo, hi, flags;
+  size_t head_block, head_floats;                      // where head h's state starts: + h * floats
+  size_t head_q, head_o, head_m, head_l, head_slope2;  // offsets within a head's block
   size_t total_floats;
-  // A split-KV partial result: m, l and O of every row.
-  size_t PartialFloats() const { return rows_pad * (2 + dim_v_pad); }
+  // A split-KV partial result: m, l and O of every row of every head.
+  size_t PartialFloats() const { return static_cast<size_t>(heads) * rows_pad * (2 + dim_v_pad); }
+  float* Head(float* scratch, int64_t h) const { return scratch + head_block + h * head_floats; }
 };
 
 template <class D>
@@ -66,28 +75,39 @@ FlashConfig MakeFlashConfig(D d, const AttentionArgs& a) {
   c.dim = static_cast<size_t>(a.head_dim);
   c.dim_pad = RoundUp(c.dim, c.lanes);
   c.dim_v_pad = RoundUp(static_cast<size_t>(a.head_dim_v), c.lanes);
+  c.heads = c.dot_scores ? a.heads_kv : 1;
+  c.keys_per_tile = std::max<size_t>(16, kKeysPerTile / static_cast<size_t>(c.heads)) / 8 * 8;
   size_t at = 0;
   auto take = [&](size_t floats) {
     const size_t offset = at;
     at += RoundUp(floats, 16);  // keep every array 64-byte aligned
     return offset;
   };
-  c.q = take(c.rows_pad * c.dim_pad);  // Q^T panels (GEMM) or Q rows (dot)
-  c.kc = take(kKeysPerTile * c.dim_pad);
-  c.vc = take(kKeysPerTile * c.dim_v_pad);
-  c.st = take(kKeysPerTile * c.rows_pad);
-  c.o = take(c.rows_pad * c.dim_v_pad);
-  c.m = take(c.rows_pad);
-  c.l = take(c.rows_pad);
+  const size_t tile_heads = static_cast<size_t>(c.heads);
+  c.kc = take(tile_heads * c.keys_per_tile * c.dim_pad);
+  c.vc = take(tile_heads * c.keys_per_tile * c.dim_v_pad);
+  c.st = take(c.keys_per_tile * c.rows_pad);
   c.alpha = take(c.rows_pad);
   c.lo_rel = take(c.rows_pad);
   c.hi_rel = take(c.rows_pad);
-  c.slope2 = take(c.rows_pad);
   c.diag_rel = take(c.rows_pad);
   c.tmp = take(std::max(c.dim_pad, c.dim_v_pad));
   c.lo = take(2 * c.rows_pad);  // int64
   c.hi = take(2 * c.rows_pad);  // int64
-  c.flags = take(c.rows_pad);   // two bytes per panel
+  c.flags = take(c.rows_pad);   // three bytes per panel
+  size_t in_head = 0;
+  auto take_in_head = [&](size_t floats) {
+    const size_t offset = in_head;
+    in_head += RoundUp(floats, 16);
+    return offset;
+  };
+  c.head_q = take_in_head(c.rows_pad * c.dim_pad);  // Q^T panels (GEMM) or Q rows (dot)
+  c.head_o = take_in_head(c.rows_pad * c.dim_v_pad);
+  c.head_m = take_in_head(c.rows_pad);
+  c.head_l = take_in_head(c.rows_pad);
+  c.head_slope2 = take_in_head(c.rows_pad);
+  c.head_floats = in_head;
+  c.head_block = take(tile_heads * c.head_floats);
   c.total_floats = at;
   return c;
 }
@@ -116,8 +136,8 @@ HWY_INLINE void DotBlock(D d, const float* HWY_RESTRICT q, size_t ldq, const flo
   using V = hn::Vec<D>;
   const V z = hn::Zero(d);
   SATTN_DOT_DECLARE(0)
-  SATTN_DOT_DECLARE(1) SATTN_DOT_DECLARE(2)
-      SATTN_DOT_DECLARE(3) for (size_t i = 0; i < dim_pad; i += hn::Lanes(d)) {
+  SATTN_DOT_DECLARE(1)
+  SATTN_DOT_DECLARE(2) SATTN_DOT_DECLARE(3) for (size_t i = 0; i < dim_pad; i += hn::Lanes(d)) {
     const V k0 = hn::LoadU(d, k + i), k1 = hn::LoadU(d, k + ldk + i);
     const V k2 = hn::LoadU(d, k + 2 * ldk + i), k3 = hn::LoadU(d, k + 3 * ldk + i);
     SATTN_DOT_FMA(0) SATTN_DOT_FMA(1) SATTN_DOT_FMA(2) SATTN_DOT_FMA(3)
