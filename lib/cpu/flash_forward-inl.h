@@ -72,32 +72,48 @@ HWY_INLINE void FinishRow(D d, const AttentionArgs& a, int64_t b, int64_t pos, i
   if (a.has_lse) *a.lse.At<float>(b, h, pos) = NaturalLse(state);
 }
 
-// Converts keys [k0, k0 + nb) of the item's kv heads to dense f32 rows, head after head for
-// each key, so the reads sweep the cache in address order (contiguous or paged alike): head h's
-// K goes to kt + h * keys_per_tile * dim_pad (nb_pad rows, zero-padded), V likewise.
+// Converts keys [k0, k0 + nb) of the item's kv heads to dense f32, key after key and head
+// after head, so the reads sweep the cache in address order (contiguous or paged alike). The
+// tile is key-major: head h's row of key c is at kt + (c * heads + h) * dim_pad (so a head's
+// rows are heads * dim_pad apart), V likewise; K rows past nb, to nb_pad, are zero.
 template <class D>
 HWY_INLINE void LoadKeyTile(D d, const AttentionArgs& a, const FlashConfig& cfg, int64_t b,
                             int64_t hkv_begin, int64_t k0, size_t nb, size_t nb_pad, float* kt,
                             float* vt) {
-  const size_t k_head = cfg.keys_per_tile * cfg.dim_pad, v_head = cfg.keys_per_tile * cfg.dim_v_pad;
+  const size_t heads = static_cast<size_t>(cfg.heads);
+  const size_t dim_v = static_cast<size_t>(a.head_dim_v);
+  // When a key's heads are one dense run of elements (the usual [.., heads_kv, dim] layout
+  // with unpadded dims), one conversion covers all of them.
+  const bool k_dense =
+      cfg.dim == cfg.dim_pad && a.k.stride(3) == 1 && (heads == 1 || a.k.stride(2) == a.head_dim);
+  const bool v_dense =
+      dim_v == cfg.dim_v_pad && a.v.stride(3) == 1 && (heads == 1 || a.v.stride(2) == a.head_dim_v);
   for (size_t c = 0; c < nb; ++c) {
     const int64_t key = k0 + static_cast<int64_t>(c);
-    for (int64_t h = 0; h < cfg.heads; ++h) {
-      float* krow = kt + h * k_head + c * cfg.dim_pad;
-      LoadRowAsF32(d, a.k.dtype, a.KeyRow(a.k, b, key, hkv_begin + h), a.k.stride(3), cfg.dim,
-                   krow);
-      std::fill(krow + cfg.dim, krow + cfg.dim_pad, 0.0f);
+    float* krow = kt + c * heads * cfg.dim_pad;
+    if (k_dense) {
+      LoadRowAsF32(d, a.k.dtype, a.KeyRow(a.k, b, key, hkv_begin), 1, heads * cfg.dim, krow);
+    } else {
+      for (size_t h = 0; h < heads; ++h) {
+        float* row = krow + h * cfg.dim_pad;
+        LoadRowAsF32(d, a.k.dtype, a.KeyRow(a.k, b, key, hkv_begin + static_cast<int64_t>(h)),
+                     a.k.stride(3), cfg.dim, row);
+        std::fill(row + cfg.dim, row + cfg.dim_pad, 0.0f);
+      }
     }
-    for (int64_t h = 0; h < cfg.heads; ++h) {
-      float* vrow = vt + h * v_head + c * cfg.dim_v_pad;
-      LoadRowAsF32(d, a.v.dtype, a.KeyRow(a.v, b, key, hkv_begin + h), a.v.stride(3),
-                   static_cast<size_t>(a.head_dim_v), vrow);
-      std::fill(vrow + a.head_dim_v, vrow + cfg.dim_v_pad, 0.0f);
+    float* vrow = vt + c * heads * cfg.dim_v_pad;
+    if (v_dense) {
+      LoadRowAsF32(d, a.v.dtype, a.KeyRow(a.v, b, key, hkv_begin), 1, heads * dim_v, vrow);
+    } else {
+      for (size_t h = 0; h < heads; ++h) {
+        float* row = vrow + h * cfg.dim_v_pad;
+        LoadRowAsF32(d, a.v.dtype, a.KeyRow(a.v, b, key, hkv_begin + static_cast<int64_t>(h)),
+                     a.v.stride(3), dim_v, row);
+        std::fill(row + dim_v, row + cfg.dim_v_pad, 0.0f);
+      }
     }
   }
-  for (int64_t h = 0; h < cfg.heads; ++h) {  // whole score blocks
-    std::fill(kt + h * k_head + nb * cfg.dim_pad, kt + h * k_head + nb_pad * cfg.dim_pad, 0.0f);
-  }
+  std::fill(kt + nb * heads * cfg.dim_pad, kt + nb_pad * heads * cfg.dim_pad, 0.0f);
 }
 
 // Packs head hkv's query rows, scaled so products are base-2 scores (or tanh arguments under
@@ -132,6 +148,8 @@ HWY_INLINE void AdvanceHeadOverTile(D d, const AttentionArgs& a, const FlashConf
                                     const TileScoring& scoring, float* head,
                                     float* HWY_RESTRICT scratch) {
   const size_t R = cfg.rows_pad, dvp = cfg.dim_v_pad;
+  const size_t ldk = static_cast<size_t>(cfg.heads) * cfg.dim_pad;  // the key-major tile
+  const size_t ldv = static_cast<size_t>(cfg.heads) * dvp;
   const size_t panels = (rows + cfg.panel_rows - 1) / cfg.panel_rows;
   const uint8_t* panel_active = reinterpret_cast<const uint8_t*>(scratch + cfg.flags);
   const uint8_t* panel_partial = panel_active + panels;
@@ -148,16 +166,15 @@ HWY_INLINE void AdvanceHeadOverTile(D d, const AttentionArgs& a, const FlashConf
     any_partial = any_partial || panel_partial[p];
     const size_t r0 = p * cfg.panel_rows;
     if (cfg.dot_scores) {
-      DotScores(d, q, cfg.dim_pad, rows, kt, cfg.dim_pad, nb_pad, cfg.dim_pad, st, R);
-      // Padding lanes get score 0 rather than a stale value, so no lane meets a NaN or a
-      // subnormal (whose arithmetic is slow on x86).
-      for (size_t c = 0; c < nb; ++c) std::fill(st + c * R + rows, st + c * R + R, 0.0f);
+      // Padding lanes score 0 rather than a stale value, so no lane meets a NaN or a
+      // subnormal (whose arithmetic is slow on x86); a row of S^T is one vector here.
+      for (size_t c = 0; c < nb; ++c) hn::StoreU(hn::Zero(d), d, st + c * R);
+      DotScores(d, q, cfg.dim_pad, rows, kt, ldk, nb_pad, cfg.dim_pad, st, R);
     } else {
       const float* qt_panel = q + p * cfg.dim * cfg.panel_rows;
       for (size_t c = 0; c < nb_pad; c += kMrS) {
-        GemmTile<kMrS, kNvS, ALayout::kRowsAlongK>(d, kt + c * cfg.dim_pad, cfg.dim_pad, qt_panel,
-                                                   cfg.panel_rows, cfg.dim, st + c * R + r0, R,
-                                                   nullptr);
+        GemmTile<kMrS, kNvS, ALayout::kRowsAlongK>(d, kt + c * ldk, ldk, qt_panel, cfg.panel_rows,
+                                                   cfg.dim, st + c * R + r0, R, nullptr);
       }
     }
     const size_t panel_end = std::min(r0 + cfg.panel_rows, rows);
@@ -174,16 +191,16 @@ HWY_INLINE void AdvanceHeadOverTile(D d, const AttentionArgs& a, const FlashConf
                        alpha + r0);
   }
   const bool careful =
-      any_partial && AnyNonFinite(d, vt, dvp, nb, static_cast<size_t>(a.head_dim_v));
+      any_partial && AnyNonFinite(d, vt, ldv, nb, static_cast<size_t>(a.head_dim_v));
   for (size_t p = 0; p < panels; ++p) {
     if (!panel_active[p]) continue;
     const size_t panel_end = std::min((p + 1) * cfg.panel_rows, rows);
     for (size_t r = p * cfg.panel_rows; r < panel_end; r += kMrP) {
       const size_t block = std::min(kMrP, panel_end - r);
       if (careful && panel_partial[p]) {
-        AccumulatePVSkippingZeros(d, block, dvp, st + r, R, vt, dvp, nb, o + r * dvp, alpha + r);
+        AccumulatePVSkippingZeros(d, block, dvp, st + r, R, vt, ldv, nb, o + r * dvp, alpha + r);
       } else {
-        AccumulatePV(d, block, dvp, st + r, R, vt, dvp, nb, o + r * dvp, alpha + r);
+        AccumulatePV(d, block, dvp, st + r, R, vt, ldv, nb, o + r * dvp, alpha + r);
       }
     }
   }
@@ -262,8 +279,8 @@ void FlashForwardWorkItem(D d, const AttentionArgs& a, const FlashConfig& cfg, c
     LoadKeyTile(d, a, cfg, b, item.hkv_begin, k0, nb, nb_pad, kt, vt);
     for (int64_t h = 0; h < cfg.heads; ++h) {
       AdvanceHeadOverTile(d, a, cfg, item, item.hkv_begin + h, rows, k0, nb, nb_pad,
-                          kt + h * cfg.keys_per_tile * cfg.dim_pad,
-                          vt + h * cfg.keys_per_tile * dvp, scoring, cfg.Head(scratch, h), scratch);
+                          kt + h * cfg.dim_pad, vt + h * dvp, scoring, cfg.Head(scratch, h),
+                          scratch);
     }
   }
 

@@ -112,6 +112,41 @@ FlashConfig MakeFlashConfig(D d, const AttentionArgs& a) {
   return c;
 }
 
+// Stores [sum(v0), sum(v1), sum(v2), sum(v3)] to out[0..3]. Where vectors are made of 128-bit
+// blocks that InterleaveLower/Upper work within (x86, NEON, EMU128), the four are summed
+// together with a few shuffles; elsewhere (SVE, RVV, scalar) each on its own.
+template <class D, class V = hn::Vec<D>>
+HWY_INLINE void StoreFourSums(D d, V v0, V v1, V v2, V v3, float* HWY_RESTRICT out) {
+#if HWY_TARGET == HWY_SCALAR || HWY_TARGET == HWY_RVV || \
+    (HWY_TARGET & (HWY_SVE | HWY_SVE2 | HWY_SVE_256 | HWY_SVE2_128)) != 0
+  out[0] = hn::GetLane(hn::SumOfLanes(d, v0));
+  out[1] = hn::GetLane(hn::SumOfLanes(d, v1));
+  out[2] = hn::GetLane(hn::SumOfLanes(d, v2));
+  out[3] = hn::GetLane(hn::SumOfLanes(d, v3));
+#else
+  // Within each block: t0 = [v0_0+v0_2, v1_0+v1_2, v0_1+v0_3, v1_1+v1_3], t1 likewise for v2,
+  // v3; then their 64-bit halves pair up into the [v0, v1, v2, v3] sums of each block.
+  const V t0 = hn::Add(hn::InterleaveLower(d, v0, v1), hn::InterleaveUpper(d, v0, v1));
+  const V t1 = hn::Add(hn::InterleaveLower(d, v2, v3), hn::InterleaveUpper(d, v2, v3));
+  const hn::Repartition<uint64_t, D> d64;
+  const V u =
+      hn::Add(hn::BitCast(d, hn::InterleaveLower(d64, hn::BitCast(d64, t0), hn::BitCast(d64, t1))),
+              hn::BitCast(d, hn::InterleaveUpper(d64, hn::BitCast(d64, t0), hn::BitCast(d64, t1))));
+  // Then the blocks add up.
+#if HWY_MAX_BYTES == 64
+  const hn::Half<D> dh;
+  const hn::Vec<decltype(dh)> w = hn::Add(hn::LowerHalf(dh, u), hn::UpperHalf(dh, u));
+  const hn::Half<decltype(dh)> dq;
+  hn::StoreU(hn::Add(hn::LowerHalf(dq, w), hn::UpperHalf(dq, w)), dq, out);
+#elif HWY_MAX_BYTES == 32
+  const hn::Half<D> dh;
+  hn::StoreU(hn::Add(hn::LowerHalf(dh, u), hn::UpperHalf(dh, u)), dh, out);
+#else
+  hn::StoreU(u, d, out);
+#endif
+#endif
+}
+
 #define SATTN_DOT_DECLARE(r) V a##r##0 = z, a##r##1 = z, a##r##2 = z, a##r##3 = z;
 #define SATTN_DOT_FMA(r)                        \
   if constexpr (RB > r) {                       \
@@ -121,15 +156,10 @@ FlashConfig MakeFlashConfig(D d, const AttentionArgs& a) {
     a##r##2 = hn::MulAdd(qv, k2, a##r##2);      \
     a##r##3 = hn::MulAdd(qv, k3, a##r##3);      \
   }
-#define SATTN_DOT_STORE(r)                                      \
-  if constexpr (RB > r) {                                       \
-    st[0 * ldst + r] = hn::GetLane(hn::SumOfLanes(d, a##r##0)); \
-    st[1 * ldst + r] = hn::GetLane(hn::SumOfLanes(d, a##r##1)); \
-    st[2 * ldst + r] = hn::GetLane(hn::SumOfLanes(d, a##r##2)); \
-    st[3 * ldst + r] = hn::GetLane(hn::SumOfLanes(d, a##r##3)); \
-  }
 
-// Scores of RB (<= 4) query rows against 4 keys: RB x 4 named accumulators along head_dim.
+// Scores of 4 query rows (the last 4 - RB of them padding) against 4 keys: RB x 4 named
+// accumulators along head_dim, then per key the four rows' sums stored at once (st rows of
+// S^T are keys, so a key's 4 rows are adjacent).
 template <size_t RB, class D>
 HWY_INLINE void DotBlock(D d, const float* HWY_RESTRICT q, size_t ldq, const float* HWY_RESTRICT k,
                          size_t ldk, size_t dim_pad, float* HWY_RESTRICT st, size_t ldst) {
@@ -142,15 +172,18 @@ HWY_INLINE void DotBlock(D d, const float* HWY_RESTRICT q, size_t ldq, const flo
     const V k2 = hn::LoadU(d, k + 2 * ldk + i), k3 = hn::LoadU(d, k + 3 * ldk + i);
     SATTN_DOT_FMA(0) SATTN_DOT_FMA(1) SATTN_DOT_FMA(2) SATTN_DOT_FMA(3)
   }
-  SATTN_DOT_STORE(0) SATTN_DOT_STORE(1) SATTN_DOT_STORE(2) SATTN_DOT_STORE(3)
+  StoreFourSums(d, a00, a10, a20, a30, st);
+  StoreFourSums(d, a01, a11, a21, a31, st + ldst);
+  StoreFourSums(d, a02, a12, a22, a32, st + 2 * ldst);
+  StoreFourSums(d, a03, a13, a23, a33, st + 3 * ldst);
 }
 
 #undef SATTN_DOT_DECLARE
 #undef SATTN_DOT_FMA
-#undef SATTN_DOT_STORE
 
 // st[c * ldst + r] = q_r . k_c for r < rows and c < nb_pad (a multiple of 4; rows past nb are
-// zero-padded keys). Q and K rows are zero-padded to dim_pad.
+// zero-padded keys); lanes of st up to the next multiple of 4 rows get padding sums (ldst is a
+// multiple of 4). Q and K rows are zero-padded to dim_pad.
 template <class D>
 HWY_INLINE void DotScores(D d, const float* q, size_t ldq, size_t rows, const float* k, size_t ldk,
                           size_t nb_pad, size_t dim_pad, float* st, size_t ldst) {

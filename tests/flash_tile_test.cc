@@ -1,0 +1,95 @@
+// The flash forward's tile kernels (cpu/flash_tile-inl.h) on every compiled target, against
+// plain loops: dot-product scores for any row and key count, and O += P V for any row count.
+#include <cmath>
+#include <random>
+#include <vector>
+
+// clang-format off
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "flash_tile_test.cc"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+#include "hwy/highway.h"
+#include "cpu/flash_tile-inl.h"
+#include "hwy/tests/hwy_gtest.h"
+// clang-format on
+
+HWY_BEFORE_NAMESPACE();
+namespace streamattn {
+namespace HWY_NAMESPACE {
+
+std::vector<float> RandomVector(std::mt19937& rng, size_t n) {
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  std::vector<float> v(n);
+  for (float& x : v) x = u(rng);
+  return v;
+}
+
+void TestDotScores() {
+  const hn::ScalableTag<float> d;
+  const size_t lanes = hn::Lanes(d);
+  std::mt19937 rng(5);
+  for (size_t dim_pad : {lanes, 4 * lanes, RoundUp(128, lanes)}) {
+    for (size_t rows = 1; rows <= 9; ++rows) {
+      for (size_t keys : {size_t{4}, size_t{12}}) {
+        const size_t ldq = dim_pad, ldk = 3 * dim_pad, ldst = RoundUp(rows, 4) + 4;
+        const std::vector<float> q = RandomVector(rng, rows * ldq),
+                                 k = RandomVector(rng, keys * ldk);
+        std::vector<float> st(keys * ldst, NAN);
+        DotScores(d, q.data(), ldq, rows, k.data(), ldk, keys, dim_pad, st.data(), ldst);
+        for (size_t c = 0; c < keys; ++c) {
+          for (size_t r = 0; r < rows; ++r) {
+            double want = 0.0;
+            for (size_t i = 0; i < dim_pad; ++i) want += double{q[r * ldq + i]} * k[c * ldk + i];
+            ASSERT_NEAR(st[c * ldst + r], want, 1e-4)
+                << "rows " << rows << " key " << c << " row " << r << " dim " << dim_pad;
+          }
+          for (size_t r = RoundUp(rows, 4); r < ldst; ++r) {
+            ASSERT_TRUE(std::isnan(st[c * ldst + r])) << "wrote past the 4-row blocks";
+          }
+        }
+      }
+    }
+  }
+}
+
+void TestAccumulatePV() {
+  const hn::ScalableTag<float> d;
+  const size_t lanes = hn::Lanes(d);
+  std::mt19937 rng(6);
+  for (size_t dim_v_pad : {lanes, 5 * lanes, RoundUp(96, lanes)}) {
+    for (size_t rows = 1; rows <= kMrP; ++rows) {
+      const size_t nb = 7, ldpt = RoundUp(kMrP, lanes) + 3, ldv = dim_v_pad + lanes;
+      const std::vector<float> pt = RandomVector(rng, nb * ldpt), v = RandomVector(rng, nb * ldv);
+      const std::vector<float> alpha = RandomVector(rng, kMrP);
+      std::vector<float> o = RandomVector(rng, kMrP * dim_v_pad), want = o;
+      for (size_t r = 0; r < rows; ++r) {
+        for (size_t i = 0; i < dim_v_pad; ++i) {
+          double acc = double{want[r * dim_v_pad + i]} * alpha[r];
+          for (size_t c = 0; c < nb; ++c) acc += double{pt[c * ldpt + r]} * v[c * ldv + i];
+          want[r * dim_v_pad + i] = static_cast<float>(acc);
+        }
+      }
+      AccumulatePV(d, rows, dim_v_pad, pt.data(), ldpt, v.data(), ldv, nb, o.data(), alpha.data());
+      for (size_t i = 0; i < o.size(); ++i) {
+        ASSERT_NEAR(o[i], want[i], 1e-5) << "rows " << rows << " element " << i;
+      }
+    }
+  }
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace streamattn
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace streamattn {
+namespace {
+
+class FlashTileTest : public hwy::TestWithParamTarget {};
+HWY_TARGET_INSTANTIATE_TEST_SUITE_P(FlashTileTest);
+HWY_EXPORT_AND_TEST_P(FlashTileTest, TestDotScores);
+HWY_EXPORT_AND_TEST_P(FlashTileTest, TestAccumulatePV);
+
+}  // namespace
+}  // namespace streamattn
+#endif  // HWY_ONCE
