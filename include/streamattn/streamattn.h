@@ -217,6 +217,49 @@ SATTN_API sattn_status sattn_merge_states(sattn_context* ctx, int32_t num_parts,
                                           const sattn_tensor* lse_parts, const sattn_tensor* out,
                                           const sattn_tensor* lse_out);
 
+/* ------------------------------------------------------------------ softmax */
+
+typedef struct sattn_softmax_options {
+  uint32_t struct_size; /* sizeof(sattn_softmax_options) */
+  /* Scores are divided by it. 0 means 1; otherwise finite and at least FLT_MIN (1.2e-38). */
+  float temperature;
+} sattn_softmax_options;
+
+/* Softmax over the last axis: out[r, j] = exp(in[r, j] / T) / sum_i exp(in[r, i] / T), by the
+ * seed's two-pass online softmax (the state (m, l) in one read, the output in a second).
+ * in: [n] or [rows, n], f32, f16 or bf16, any strides. out: the same shape, f32 or in's dtype;
+ * out may be exactly in (in place); any other overlap is an error. options may be NULL.
+ * Computed in f32 whatever the dtypes, from differences of scores, so no score overflows
+ * (scores near 100 in f32, above 12 from f16, or near 1e30 are as accurate as small ones).
+ * -inf scores get probability 0; a row of only -inf gets all zeros. A row holding a NaN or
+ * +inf is all NaN; other rows are unaffected. Results are the same bytes for any thread count. */
+SATTN_API sattn_status sattn_softmax(sattn_context* ctx, const sattn_tensor* in,
+                                     const sattn_tensor* out, const sattn_softmax_options* options);
+
+/* Log-softmax over the last axis: out[r, j] = in[r, j] / T - log(sum_i exp(in[r, i] / T)).
+ * Same views, options and rules as sattn_softmax; -inf scores give -inf, and a row of only
+ * -inf gives -inf everywhere. */
+SATTN_API sattn_status sattn_log_softmax(sattn_context* ctx, const sattn_tensor* in,
+                                         const sattn_tensor* out,
+                                         const sattn_softmax_options* options);
+
+/* Fused softmax + top-k (Milakov and Gimelshein): for each row, in one read of the scores, the
+ * k largest scores' indices and their probabilities under the softmax of the whole row, and the
+ * row's log-sum-exp.
+ * in: [n] or [rows, n], f32, f16 or bf16, any strides, n < 2^31. k: 1 <= k <= n, and at most
+ * 1024 (beyond that: SATTN_ERR_UNSUPPORTED).
+ * indices: [k] or [rows, k] int32; probs: the same shape, float32. Each row is sorted by
+ * descending score (so descending probability); equal scores come by lower index, so the
+ * result is unique. lse: optional (NULL), float32 [rows] ([1] for a 1-D in), natural log of
+ * sum_i exp(in[r, i] / T).
+ * A row of only -inf gives probabilities 0 (indices 0..k-1) and lse = -inf. A row holding a NaN
+ * or +inf gets indices -1 and NaN probabilities and lse; other rows are unaffected. No output
+ * may overlap another or in. Results are the same bytes for any thread count. */
+SATTN_API sattn_status sattn_softmax_topk(sattn_context* ctx, const sattn_tensor* in, int32_t k,
+                                          const sattn_tensor* indices, const sattn_tensor* probs,
+                                          const sattn_tensor* lse,
+                                          const sattn_softmax_options* options);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

@@ -22,6 +22,27 @@ struct MergeStatesArgs {
   const Tensor* lse_out = nullptr;  // optional
 };
 
+// sattn_softmax / sattn_log_softmax after validation: in and out [rows, n] (a 1-D call is one
+// row with stride 0), out f32 or in's dtype, out either exactly in or disjoint from it.
+struct SoftmaxArgs {
+  Tensor in;
+  Tensor out;
+  float temperature = 1.0f;  // finite, >= FLT_MIN
+  bool log = false;          // log-softmax
+};
+
+// sattn_softmax_topk after validation: in [rows, n] with n < 2^31, 1 <= k <= min(n, 1024);
+// indices (i32) and probs (f32) [rows, k]; lse optional, f32 [rows]. No output overlaps another
+// or in.
+struct SoftmaxTopKArgs {
+  Tensor in;
+  int32_t k = 1;
+  Tensor indices;
+  Tensor probs;
+  const Tensor* lse = nullptr;
+  float temperature = 1.0f;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -29,6 +50,8 @@ class Backend {
 
   virtual Status Exp2(const float* x, float* y, int64_t n) = 0;
   virtual Status MergeStates(const MergeStatesArgs& args) = 0;
+  virtual Status Softmax(const SoftmaxArgs& args) = 0;
+  virtual Status SoftmaxTopK(const SoftmaxTopKArgs& args) = 0;
   virtual Status Attention(const AttentionArgs& args) = 0;
 };
 

@@ -24,6 +24,8 @@ class CpuBackend final : public Backend {
   sattn_backend kind() const override { return SATTN_BACKEND_CPU; }
   Status Exp2(const float* x, float* y, int64_t n) override;
   Status MergeStates(const MergeStatesArgs& args) override;
+  Status Softmax(const SoftmaxArgs& args) override;
+  Status SoftmaxTopK(const SoftmaxTopKArgs& args) override;
   Status Attention(const AttentionArgs& args) override;
 
  private:
