@@ -5,8 +5,8 @@
 // [-150, 128] (measured 0.97 with FMA, 1.25 without; subnormal results included, ulp = 2^-149
 // there). Outside: exactly 0 below -150 and for -inf, +inf from 128 on, NaN for NaN.
 // Cost: ~20 vector ops: clamp (2), round by the 1.5 * 2^23 trick (3), 6 FMA Horner steps,
-// 2^n as two exponent builds and two multiplies (8); no NaN blend on x86 and Arm, where the
-// clamp's operand order lets NaN through.
+// 2^n as two exponent builds and two multiplies (8); no NaN blend on x86 and ARMv7, where the
+// clamp's operand order lets NaN through (AArch64's min/max return the number: one blend).
 //
 // Exp2NonPositive: the softmax's case, x <= 0 (x = s - max). Same error for results >= 2^-126;
 // smaller results (x < -126.5) are 0, which no softmax can see next to its maximum's 1.
@@ -27,10 +27,11 @@ namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
 // Whether hn::Max(bound, x) and hn::Min(bound, x) return x when x is NaN: x86 min/max return
-// their second operand when either is NaN and Arm's propagate NaN, but the emulated targets
-// (scalar, EMU128, RVV) return the number. Where they do not, a NaN is restored by a blend.
+// their second operand when either is NaN and ARMv7 NEON's propagate NaN, but AArch64 (NEON and
+// SVE: Highway uses FMINNM/FMAXNM) and the emulated targets (scalar, EMU128, RVV) return the
+// number. Where they do not, a NaN is restored by a blend.
 constexpr bool kMinMaxPassNaN =
-    HWY_TARGET != HWY_SCALAR && HWY_TARGET != HWY_EMU128 && (HWY_ARCH_X86 || HWY_ARCH_ARM);
+    HWY_TARGET != HWY_SCALAR && HWY_TARGET != HWY_EMU128 && (HWY_ARCH_X86 || HWY_ARCH_ARM_V7);
 
 template <class D, class V = hn::Vec<D>>
 HWY_INLINE V RestoreNaN(V x, V result) {
