@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "json_writer.h"
@@ -18,6 +19,7 @@ struct BenchOptions {
   int repeats = 7;     // timed runs; the median is reported
   int threads = 0;     // 0: all cores
   bool quick = false;  // smaller shapes, fewer repeats (smoke tests, emulators)
+  std::string filter;  // run only cases whose name contains it
 };
 
 struct ContextDeleter {
@@ -54,7 +56,12 @@ inline void CheckOk(sattn_status status, const char* what) {
   std::exit(1);
 }
 
+std::vector<Row> BenchDecode(const BenchOptions& options);
 std::vector<Row> BenchExp2(const BenchOptions& options);
+std::vector<Row> BenchPrefill(const BenchOptions& options);
+int RunRssProbe(int64_t seq);  // the child process of the prefill memory row
+std::vector<Row> BenchSoftmax(const BenchOptions& options);
+std::vector<Row> BenchTopK(const BenchOptions& options);
 
 }  // namespace bench
 }  // namespace streamattn

@@ -30,6 +30,13 @@ class Row {
   }
 
   const std::vector<std::pair<std::string, std::string>>& fields() const { return fields_; }
+  // A field's JSON text ("" when absent).
+  std::string Get(const std::string& key) const {
+    for (const auto& field : fields_) {
+      if (field.first == key) return field.second;
+    }
+    return "";
+  }
 
  private:
   static std::string Escape(const std::string& s) {

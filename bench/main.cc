@@ -20,7 +20,8 @@ using BenchFn = std::vector<Row> (*)(const BenchOptions&);
 
 const std::map<std::string, BenchFn>& Benches() {
   static const std::map<std::string, BenchFn> benches = {
-      {"exp2", BenchExp2},
+      {"decode", BenchDecode},   {"exp2", BenchExp2}, {"prefill", BenchPrefill},
+      {"softmax", BenchSoftmax}, {"topk", BenchTopK},
   };
   return benches;
 }
@@ -33,12 +34,14 @@ int Usage(FILE* out, int code) {
                "  bench <op>         benchmark one operation against its baselines\n"
                "ops:");
   for (const auto& entry : Benches()) std::fprintf(out, " %s", entry.first.c_str());
-  std::fprintf(out,
-               "\noptions:\n"
-               "  --json             print benchmark rows as a JSON array\n"
-               "  --threads N        worker threads (default: all cores)\n"
-               "  --repeats N        timed runs per case; the median is reported (default 7)\n"
-               "  --quick            small shapes and few repeats (a smoke test)\n");
+  std::fprintf(
+      out,
+      "\noptions:\n"
+      "  --json             print benchmark rows as a JSON array\n"
+      "  --threads N        worker threads (default: all cores)\n"
+      "  --repeats N        timed runs per case; the median is reported (default 7)\n"
+      "  --quick            small shapes and few repeats (a smoke test)\n"
+      "  --filter TEXT      only the cases whose name contains TEXT (e.g. 'd128 s4096')\n");
   return code;
 }
 
@@ -64,6 +67,14 @@ int Main(int argc, char** argv) {
     };
     if (arg == "--json") {
       options.json = true;
+    } else if (arg == "--filter") {
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "streamattn: --filter needs a value\n");
+        return 2;
+      }
+      options.filter = argv[++i];
+    } else if (i == 1 && arg == "rss-probe" && argc == 3) {
+      return RunRssProbe(std::atoll(argv[2]));  // internal: bench prefill's memory row
     } else if (arg == "--quick") {
       options.quick = true;
     } else if (arg == "--threads") {

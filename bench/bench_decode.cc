@@ -1,0 +1,161 @@
+// `streamattn bench decode`: one decoding step (seq_q = 1, causal) against a KV cache, in GB/s
+// of K and V bytes read, as a fraction of the read bandwidth the tool measures in the same run
+// (all threads summing a buffer far larger than the last-level cache). Each timed call reads a
+// different copy of the cache, rotating through at least 1 GiB, so the cache is timed coming
+// from memory, not from the LLC.
+#include <cinttypes>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "bench_common.h"
+#include "machine_limits.h"
+#include "timing.h"
+
+namespace streamattn {
+namespace bench {
+namespace {
+
+struct DecodeShape {
+  int64_t batch, heads_q, heads_kv, head_dim, cache;
+  sattn_dtype kv_dtype;
+  int64_t page_size;  // 0: contiguous
+
+  std::string Name() const {
+    const char* dtype = kv_dtype == SATTN_DTYPE_F32   ? "f32"
+                        : kv_dtype == SATTN_DTYPE_F16 ? "f16"
+                                                      : "bf16";
+    char buffer[128];
+    std::snprintf(buffer, sizeof(buffer),
+                  "b%" PRId64 " h%" PRId64 "/%" PRId64 " d%" PRId64 " c%" PRId64 " %s%s", batch,
+                  heads_q, heads_kv, head_dim, cache, dtype, page_size ? " paged16" : "");
+    return buffer;
+  }
+  int64_t ElementSize() const { return kv_dtype == SATTN_DTYPE_F32 ? 4 : 2; }
+  int64_t KvBytes() const { return 2 * batch * cache * heads_kv * head_dim * ElementSize(); }
+};
+
+std::vector<DecodeShape> Shapes(bool quick) {
+  std::vector<DecodeShape> shapes;
+  if (quick) {
+    shapes.push_back({1, 32, 8, 128, 4096, SATTN_DTYPE_F16, 0});
+    shapes.push_back({1, 32, 8, 128, 4096, SATTN_DTYPE_F16, 16});
+    return shapes;
+  }
+  for (int64_t cache : {32768, 4096, 131072})
+    for (int64_t batch : {1, 8})
+      for (auto [hq, hkv] : {std::pair<int64_t, int64_t>{32, 8}, {8, 8}})
+        for (int64_t dim : {128, 64})
+          for (sattn_dtype dtype : {SATTN_DTYPE_F16, SATTN_DTYPE_BF16, SATTN_DTYPE_F32})
+            for (int64_t page : {0, 16}) {
+              const DecodeShape s{batch, hq, hkv, dim, cache, dtype, page};
+              if (s.KvBytes() <= (int64_t{3} << 30)) shapes.push_back(s);  // fits 24 GiB hosts
+            }
+  return shapes;
+}
+
+// One copy of the cache (k and v) and its views; pages, when paged, are shuffled.
+struct Cache {
+  std::vector<uint16_t> k, v;  // f32 takes two slots per element
+  std::vector<int32_t> block_table;
+  sattn_tensor k_view, v_view, table_view;
+};
+
+Cache MakeCache(const DecodeShape& s, std::mt19937& rng) {
+  Cache c;
+  const int64_t n = s.batch * s.cache * s.heads_kv * s.head_dim * s.ElementSize() / 2;
+  c.k.resize(n);
+  c.v.resize(n);
+  for (int64_t i = 0; i < n; ++i) {
+    // Small finite values in every dtype: a random mantissa under a fixed exponent.
+    const uint16_t bits = static_cast<uint16_t>(0x3000 | (rng() & 0x3FF));
+    c.k[i] = bits;
+    c.v[i] = static_cast<uint16_t>(bits ^ 0x8000);
+  }
+  if (s.page_size > 0) {
+    const int64_t pages = s.batch * s.cache / s.page_size;
+    const int64_t shape[4] = {pages, s.page_size, s.heads_kv, s.head_dim};
+    c.k_view = sattn_tensor_contiguous(c.k.data(), s.kv_dtype, 4, shape);
+    c.v_view = sattn_tensor_contiguous(c.v.data(), s.kv_dtype, 4, shape);
+    c.block_table.resize(pages);
+    for (int64_t i = 0; i < pages; ++i) c.block_table[i] = static_cast<int32_t>(i);
+    std::shuffle(c.block_table.begin(), c.block_table.end(), rng);
+    const int64_t table_shape[2] = {s.batch, s.cache / s.page_size};
+    c.table_view = sattn_tensor_contiguous(c.block_table.data(), SATTN_DTYPE_I32, 2, table_shape);
+  } else {
+    const int64_t shape[4] = {s.batch, s.cache, s.heads_kv, s.head_dim};
+    c.k_view = sattn_tensor_contiguous(c.k.data(), s.kv_dtype, 4, shape);
+    c.v_view = sattn_tensor_contiguous(c.v.data(), s.kv_dtype, 4, shape);
+  }
+  return c;
+}
+
+Row MeasureShape(sattn_context* ctx, int threads, double bandwidth, const DecodeShape& s,
+                 const BenchOptions& options) {
+  std::mt19937 rng(11);
+  const int64_t copies =
+      std::max<int64_t>(2, std::min<int64_t>(64, (int64_t{1} << 30) / s.KvBytes() + 1));
+  std::vector<Cache> caches;
+  for (int64_t i = 0; i < copies; ++i) caches.push_back(MakeCache(s, rng));
+  std::vector<float> q(s.batch * s.heads_q * s.head_dim, 0.1f), out(q.size());
+  const int64_t q_shape[4] = {s.batch, 1, s.heads_q, s.head_dim};
+  const sattn_tensor q_view = sattn_tensor_contiguous(q.data(), SATTN_DTYPE_F32, 4, q_shape);
+  const sattn_tensor out_view = sattn_tensor_contiguous(out.data(), SATTN_DTYPE_F32, 4, q_shape);
+  int64_t next = 0;
+  const double ms = MedianMs(options.repeats, [&] {
+    Cache& c = caches[next++ % copies];
+    sattn_attention_options attention{};
+    attention.struct_size = sizeof(attention);
+    attention.causal = 1;
+    attention.block_table = s.page_size ? &c.table_view : nullptr;
+    CheckOk(sattn_attention(ctx, &q_view, &c.k_view, &c.v_view, &out_view, nullptr, &attention),
+            "sattn_attention");
+  });
+  const double gbps = static_cast<double>(s.KvBytes()) / (ms * 1e6);
+  Row row;
+  row.Set("op", "decode")
+      .Set("name", s.Name())
+      .Set("batch", s.batch)
+      .Set("heads_q", s.heads_q)
+      .Set("heads_kv", s.heads_kv)
+      .Set("head_dim", s.head_dim)
+      .Set("seq_q", 1)
+      .Set("seq_k", s.cache)
+      .Set("causal", true)
+      .Set("q_dtype", "f32")
+      .Set("kv_dtype", s.kv_dtype == SATTN_DTYPE_F32   ? "f32"
+                       : s.kv_dtype == SATTN_DTYPE_F16 ? "f16"
+                                                       : "bf16")
+      .Set("paged", s.page_size > 0)
+      .Set("page_size", s.page_size)
+      .Set("threads", threads)
+      .Set("median_ms", ms)
+      .Set("gbps", gbps)
+      .Set("bandwidth_fraction", gbps / bandwidth)
+      .Set("read_bandwidth_gbps", bandwidth)
+      .Set("baseline", "measured read bandwidth (multi-threaded sum over 1 GiB)")
+      .Set("baseline_median_ms", static_cast<double>(s.KvBytes()) / (bandwidth * 1e6))
+      .Set("ratio", gbps / bandwidth);
+  return row;
+}
+
+}  // namespace
+
+std::vector<Row> BenchDecode(const BenchOptions& options) {
+  ContextPtr ctx = MakeContext(options.threads);
+  const int threads = ContextThreads(ctx.get());
+  const double bandwidth = MeasureReadBandwidthGbps(threads);
+  std::vector<Row> rows;
+  for (const DecodeShape& s : Shapes(options.quick)) {
+    if (!options.filter.empty() && s.Name().find(options.filter) == std::string::npos) continue;
+    rows.push_back(MeasureShape(ctx.get(), threads, bandwidth, s, options));
+    std::fprintf(stderr, "decode %s: %s GB/s of %.1f\n", s.Name().c_str(),
+                 rows.back().Get("gbps").c_str(), bandwidth);
+  }
+  return rows;
+}
+
+}  // namespace bench
+}  // namespace streamattn

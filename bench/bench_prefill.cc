@@ -1,0 +1,225 @@
+// `streamattn bench prefill`: the flash forward on prefill shapes (seq_q = seq_k), in GFLOP/s
+// (4 seq_q seq_k head_dim heads, halved under causal), as a fraction of the FMA peak measured
+// in the same run, and as a ratio to the unfused BLAS baseline (prefill_baseline.h) run in the
+// same process. A last row reports peak memory for one head at seq 65536, measured in a child
+// process so nothing else this run allocated counts.
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <cinttypes>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "bench_common.h"
+#include "machine_limits.h"
+#include "prefill_baseline.h"
+#include "timing.h"
+
+namespace streamattn {
+namespace bench {
+namespace {
+
+struct PrefillShape {
+  int64_t heads_q, heads_kv, head_dim, seq;
+  bool causal;
+  sattn_dtype kv_dtype;
+
+  std::string Name() const {
+    const char* dtype = kv_dtype == SATTN_DTYPE_F32   ? "f32"
+                        : kv_dtype == SATTN_DTYPE_F16 ? "f16"
+                                                      : "bf16";
+    char buffer[96];
+    std::snprintf(buffer, sizeof(buffer), "h%" PRId64 "/%" PRId64 " d%" PRId64 " s%" PRId64 " %s%s",
+                  heads_q, heads_kv, head_dim, seq, dtype, causal ? " causal" : "");
+    return buffer;
+  }
+};
+
+std::vector<PrefillShape> Shapes(bool quick) {
+  std::vector<PrefillShape> shapes;
+  const sattn_dtype dtypes[] = {SATTN_DTYPE_F16, SATTN_DTYPE_BF16, SATTN_DTYPE_F32};
+  if (quick) {
+    for (bool causal : {false, true}) shapes.push_back({8, 8, 128, 512, causal, SATTN_DTYPE_F16});
+    shapes.push_back({32, 8, 64, 256, true, SATTN_DTYPE_BF16});
+    return shapes;
+  }
+  for (int64_t dim : {128, 64})
+    for (int64_t seq : {4096, 2048, 512})
+      for (bool causal : {false, true})
+        for (sattn_dtype dtype : dtypes) shapes.push_back({8, 8, dim, seq, causal, dtype});
+  for (int64_t dim : {128, 64})
+    for (int64_t seq : {2048, 512})
+      for (bool causal : {false, true})
+        shapes.push_back({32, 8, dim, seq, causal, SATTN_DTYPE_F16});
+  for (bool causal : {false, true}) shapes.push_back({8, 8, 128, 16384, causal, SATTN_DTYPE_F16});
+  return shapes;
+}
+
+// A contiguous [1, seq, heads, dim] tensor of uniform values in [-1, 1).
+struct Buffer {
+  std::vector<uint16_t> storage;  // f32 values take two slots
+  sattn_tensor view;
+  Buffer(sattn_dtype dtype, int64_t seq, int64_t heads, int64_t dim, std::mt19937& rng) {
+    const int64_t n = seq * heads * dim;
+    storage.resize(dtype == SATTN_DTYPE_F32 ? 2 * n : n);
+    std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+    for (int64_t i = 0; i < n; ++i) {
+      const float x = u(rng);
+      uint32_t bits;
+      std::memcpy(&bits, &x, 4);
+      if (dtype == SATTN_DTYPE_F32) {
+        std::memcpy(&storage[2 * i], &x, 4);
+      } else if (dtype == SATTN_DTYPE_BF16) {
+        storage[i] = static_cast<uint16_t>(bits >> 16);
+      } else {  // |x| < 1: normal or zero halves, truncated (any value will do)
+        const int e = static_cast<int>((bits >> 23) & 0xFF) - 127 + 15;
+        storage[i] = e <= 0 ? 0
+                            : static_cast<uint16_t>(((bits >> 16) & 0x8000) | (e << 10) |
+                                                    ((bits >> 13) & 0x3FF));
+      }
+    }
+    const int64_t shape[4] = {1, seq, heads, dim};
+    view = sattn_tensor_contiguous(storage.data(), dtype, 4, shape);
+  }
+};
+
+const char* DTypeName(sattn_dtype dtype) {
+  return dtype == SATTN_DTYPE_F32 ? "f32" : dtype == SATTN_DTYPE_F16 ? "f16" : "bf16";
+}
+
+double Flops(const PrefillShape& s) {
+  return 4.0 * s.seq * s.seq * s.head_dim * s.heads_q * (s.causal ? 0.5 : 1.0);
+}
+
+Row MeasureShape(sattn_context* ctx, int threads, double peak, const PrefillShape& s,
+                 const BenchOptions& options) {
+  std::mt19937 rng(7);
+  Buffer q(s.kv_dtype, s.seq, s.heads_q, s.head_dim, rng),
+      k(s.kv_dtype, s.seq, s.heads_kv, s.head_dim, rng),
+      v(s.kv_dtype, s.seq, s.heads_kv, s.head_dim, rng),
+      out(s.kv_dtype, s.seq, s.heads_q, s.head_dim, rng);
+  sattn_attention_options attention{};
+  attention.struct_size = sizeof(attention);
+  attention.causal = s.causal;
+  const bool huge = Flops(s) > 2e11;
+  const int repeats = huge ? std::min(options.repeats, 3) : options.repeats;
+  const double ms = MedianMs(
+      repeats,
+      [&] {
+        CheckOk(sattn_attention(ctx, &q.view, &k.view, &v.view, &out.view, nullptr, &attention),
+                "sattn_attention");
+      },
+      huge ? 0.0 : 20.0);
+  Row row;
+  row.Set("op", "prefill")
+      .Set("batch", 1)
+      .Set("heads_q", s.heads_q)
+      .Set("heads_kv", s.heads_kv)
+      .Set("head_dim", s.head_dim)
+      .Set("seq_q", s.seq)
+      .Set("seq_k", s.seq)
+      .Set("causal", s.causal)
+      .Set("q_dtype", DTypeName(s.kv_dtype))
+      .Set("kv_dtype", DTypeName(s.kv_dtype))
+      .Set("threads", threads)
+      .Set("median_ms", ms)
+      .Set("gflops", Flops(s) / (ms * 1e6))
+      .Set("peak_fraction", Flops(s) / (ms * 1e6) / peak);
+  if (PrefillBaselineAvailable()) {
+    std::vector<float> baseline_out(s.seq * s.heads_q * s.head_dim);
+    const PrefillBaselineProblem problem{q.view.data, k.view.data, v.view.data, baseline_out.data(),
+                                         s.kv_dtype,  s.kv_dtype,  s.seq,       s.seq,
+                                         s.heads_q,   s.heads_kv,  s.head_dim,  s.causal};
+    const double baseline_ms = MedianMs(
+        std::min(repeats, 3), [&] { RunPrefillBaseline(problem, threads); }, 0.0);
+    row.Set("baseline", "openblas sgemm + 3-pass softmax + sgemm")
+        .Set("baseline_median_ms", baseline_ms)
+        .Set("ratio", baseline_ms / ms);
+  } else {
+    row.Set("baseline", "unavailable (built without OpenBLAS)");
+  }
+  return row;
+}
+
+}  // namespace
+
+// The child side of the memory row: one head of f16 inputs, causal, and the peak RSS before
+// and after the call.
+int RunRssProbe(int64_t seq) {
+  std::mt19937 rng(3);
+  Buffer q(SATTN_DTYPE_F16, seq, 1, 128, rng), k(SATTN_DTYPE_F16, seq, 1, 128, rng),
+      v(SATTN_DTYPE_F16, seq, 1, 128, rng), out(SATTN_DTYPE_F16, seq, 1, 128, rng);
+  ContextPtr ctx = MakeContext(0);
+  struct rusage before, after;
+  getrusage(RUSAGE_SELF, &before);
+  sattn_attention_options attention{};
+  attention.struct_size = sizeof(attention);
+  attention.causal = 1;
+  const double start = NowMs();
+  CheckOk(sattn_attention(ctx.get(), &q.view, &k.view, &v.view, &out.view, nullptr, &attention),
+          "sattn_attention");
+  const double ms = NowMs() - start;
+  getrusage(RUSAGE_SELF, &after);
+  std::printf("%ld %ld %.3f %d\n", before.ru_maxrss, after.ru_maxrss, ms,
+              ContextThreads(ctx.get()));
+  return 0;
+}
+
+std::vector<Row> BenchPrefill(const BenchOptions& options) {
+  ContextPtr ctx = MakeContext(options.threads);
+  const int threads = ContextThreads(ctx.get());
+  const double peak = MeasureFmaPeakGflops(threads);
+  std::vector<Row> rows;
+  for (const PrefillShape& s : Shapes(options.quick)) {
+    if (!options.filter.empty() && s.Name().find(options.filter) == std::string::npos) continue;
+    rows.push_back(MeasureShape(ctx.get(), threads, peak, s, options)
+                       .Set("name", s.Name())
+                       .Set("fma_peak_gflops", peak));
+    std::fprintf(stderr, "prefill %s: %.1f GFLOP/s\n", s.Name().c_str(),
+                 std::stod(rows.back().Get("gflops")));
+  }
+  // Peak memory for one head at seq 65536 (8192 with --quick), in a fresh process.
+  const int64_t seq = options.quick ? 8192 : 65536;
+  if (options.filter.empty() || std::string("rss").find(options.filter) != std::string::npos) {
+    char self[4096] = {0};  // the shell popen starts would see itself as /proc/self/exe
+    const ssize_t length = readlink("/proc/self/exe", self, sizeof(self) - 1);
+    const std::string command =
+        std::string(length > 0 ? self : "streamattn") + " rss-probe " + std::to_string(seq);
+    std::unique_ptr<FILE, int (*)(FILE*)> pipe(popen(command.c_str(), "r"), pclose);
+    long before = 0, after = 0;
+    double ms = 0;
+    int probe_threads = 0;
+    if (pipe &&
+        std::fscanf(pipe.get(), "%ld %ld %lf %d", &before, &after, &ms, &probe_threads) == 4) {
+      const double inputs_mib = 4.0 * seq * 128 * 2 / (1 << 20);
+      Row row;
+      row.Set("op", "prefill_memory")
+          .Set("batch", 1)
+          .Set("heads_q", 1)
+          .Set("heads_kv", 1)
+          .Set("head_dim", 128)
+          .Set("seq_q", seq)
+          .Set("seq_k", seq)
+          .Set("causal", true)
+          .Set("q_dtype", "f16")
+          .Set("kv_dtype", "f16")
+          .Set("threads", probe_threads)
+          .Set("median_ms", ms)
+          .Set("inputs_mib", inputs_mib)
+          .Set("rss_before_call_mib", before / 1024.0)
+          .Set("peak_rss_mib", after / 1024.0)
+          .Set("call_peak_growth_mib", (after - before) / 1024.0)
+          .Set("limit_mib", 16.0);
+      rows.push_back(row);
+    }
+  }
+  return rows;
+}
+
+}  // namespace bench
+}  // namespace streamattn
