@@ -205,5 +205,20 @@ double OutTolerance(const AttentionCase& c) {
   }
 }
 
+void ExpectMatchesOracle(sattn_context* ctx, const AttentionCase& c) {
+  const AttentionErrors e = RunAgainstOracle(ctx, c);
+  EXPECT_LE(e.out, OutTolerance(c)) << c.Describe();
+  EXPECT_LE(e.lse, 2e-5) << c.Describe();
+}
+
+std::vector<uint8_t> OutputBytes(const AttentionCase& c, int threads) {
+  ScopedContext ctx(threads);
+  AttentionCall call(c);
+  EXPECT_EQ(call.Run(ctx.get()), SATTN_OK) << sattn_last_error();
+  std::vector<uint8_t> bytes = call.out.bytes();
+  bytes.insert(bytes.end(), call.lse.bytes().begin(), call.lse.bytes().end());
+  return bytes;
+}
+
 }  // namespace testing_util
 }  // namespace streamattn

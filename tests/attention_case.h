@@ -70,6 +70,12 @@ AttentionErrors CompareWithOracle(const AttentionCase& c, const AttentionCall& c
 // The tolerance for out: f32 accumulation (1e-5 of the largest |out|) plus out's own rounding.
 double OutTolerance(const AttentionCase& c);
 
+// Runs the case and expects out within OutTolerance and lse within 2e-5 of the oracle.
+void ExpectMatchesOracle(sattn_context* ctx, const AttentionCase& c);
+
+// The bytes of out and lse after running the case on a context with `threads` threads.
+std::vector<uint8_t> OutputBytes(const AttentionCase& c, int threads);
+
 }  // namespace testing_util
 }  // namespace streamattn
 

@@ -13,18 +13,10 @@ namespace {
 
 using testing_util::AttentionCall;
 using testing_util::AttentionCase;
-using testing_util::AttentionErrors;
-using testing_util::OutTolerance;
-using testing_util::RunAgainstOracle;
+using testing_util::ExpectMatchesOracle;
 using testing_util::ScopedContext;
 
 bool Small() { return std::getenv("STREAMATTN_TEST_SMALL") != nullptr; }
-
-void ExpectClose(sattn_context* ctx, const AttentionCase& c) {
-  const AttentionErrors e = RunAgainstOracle(ctx, c);
-  EXPECT_LE(e.out, OutTolerance(c)) << c.Describe();
-  EXPECT_LE(e.lse, 2e-5) << c.Describe();
-}
 
 AttentionCase Decode(int64_t seq_q, int64_t seq_k, int64_t heads_q, int64_t heads_kv) {
   AttentionCase c;
@@ -45,7 +37,7 @@ TEST_P(DecodeTest, CacheLengthsAndGroupSizes) {
     for (auto [hq, hkv] : {std::pair<int64_t, int64_t>{8, 8}, {8, 2}, {16, 2}, {8, 1}}) {
       for (int64_t seq_q : {1, 3}) {
         if (seq_q > seq_k) continue;
-        ExpectClose(ctx.get(), Decode(seq_q, seq_k, hq, hkv));
+        ExpectMatchesOracle(ctx.get(), Decode(seq_q, seq_k, hq, hkv));
       }
     }
   }
@@ -56,7 +48,7 @@ TEST_P(DecodeTest, UpToSixteenQueryRowsPerSequence) {
   for (int64_t seq_q = 1; seq_q <= 16; ++seq_q) {
     AttentionCase c = Decode(seq_q, Small() ? 700 : 2100, 8, 2);
     c.q_dtype = SATTN_DTYPE_BF16, c.out_dtype = seq_q % 2 ? SATTN_DTYPE_F32 : SATTN_DTYPE_F16;
-    ExpectClose(ctx.get(), c);
+    ExpectMatchesOracle(ctx.get(), c);
   }
 }
 
@@ -65,10 +57,10 @@ TEST_P(DecodeTest, EveryDTypeAndOption) {
   for (sattn_dtype kv : {SATTN_DTYPE_F32, SATTN_DTYPE_F16, SATTN_DTYPE_BF16}) {
     AttentionCase c = Decode(2, 1500, 8, 2);
     c.kv_dtype = kv, c.head_dim = 128;
-    ExpectClose(ctx.get(), c);
+    ExpectMatchesOracle(ctx.get(), c);
     c.softcap = 30.0f, c.alibi = true, c.sinks = true, c.mask = true, c.mask_heads = 8;
     c.mask_hide_fraction = 0.2, c.has_window = true, c.window_left = 600, c.window_right = 0;
-    ExpectClose(ctx.get(), c);
+    ExpectMatchesOracle(ctx.get(), c);
   }
 }
 
@@ -78,9 +70,9 @@ TEST_P(DecodeTest, WindowsThatLeaveChunksEmpty) {
   for (int64_t left : {0, 5, 300, 700}) {
     AttentionCase c = Decode(1, Small() ? 1500 : 4097, 8, 8);
     c.has_window = true, c.window_left = left;
-    ExpectClose(ctx.get(), c);
+    ExpectMatchesOracle(ctx.get(), c);
     c.seq_q = 4, c.causal = false, c.window_right = 2;
-    ExpectClose(ctx.get(), c);
+    ExpectMatchesOracle(ctx.get(), c);
   }
 }
 
@@ -88,13 +80,13 @@ TEST_P(DecodeTest, RaggedBatches) {
   ScopedContext ctx;
   AttentionCase c = Decode(1, Small() ? 900 : 3000, 8, 2);
   c.batch = 5, c.seqused_k = {0, 1, 513, c.seq_k, 77};
-  ExpectClose(ctx.get(), c);
+  ExpectMatchesOracle(ctx.get(), c);
   AttentionCall call(c);
   ASSERT_EQ(call.Run(ctx.get()), SATTN_OK) << sattn_last_error();
   EXPECT_EQ(call.out.Get({0, 0, 3, 1}), 0.0);  // no keys: o = 0, lse = -inf
   EXPECT_EQ(call.lse.Get({0, 3, 0}), -INFINITY);
   c.seq_q = 3;  // causal rows past the used keys: aligned to seqused_k, not the cache length
-  ExpectClose(ctx.get(), c);
+  ExpectMatchesOracle(ctx.get(), c);
 }
 
 TEST_P(DecodeTest, PagedCachesMatchContiguousOnes) {
@@ -103,7 +95,7 @@ TEST_P(DecodeTest, PagedCachesMatchContiguousOnes) {
     AttentionCase c = Decode(2, Small() ? 512 : 2048, 8, 2);
     c.seqused_k = {c.seq_k - 3, page == 1 ? 1 : 300};
     c.page_size = page;
-    ExpectClose(ctx.get(), c);
+    ExpectMatchesOracle(ctx.get(), c);
     // The same logical cache, contiguous: identical bytes.
     AttentionCall paged(c);
     ASSERT_EQ(paged.Run(ctx.get()), SATTN_OK) << sattn_last_error();
@@ -123,16 +115,8 @@ TEST_P(DecodeTest, PagedCachesMatchContiguousOnes) {
 TEST_P(DecodeTest, SameBytesForAnyThreadCount) {
   AttentionCase c = Decode(1, Small() ? 1500 : 5000, 32, 8);
   c.batch = 1, c.seqused_k = {c.seq_k - 100};
-  std::vector<std::vector<uint8_t>> results;
-  for (int threads : {1, 2, 3, 7}) {
-    ScopedContext ctx(threads);
-    AttentionCall call(c);
-    ASSERT_EQ(call.Run(ctx.get()), SATTN_OK) << sattn_last_error();
-    std::vector<uint8_t> bytes = call.out.bytes();
-    bytes.insert(bytes.end(), call.lse.bytes().begin(), call.lse.bytes().end());
-    results.push_back(bytes);
-  }
-  for (size_t i = 1; i < results.size(); ++i) EXPECT_EQ(results[i], results[0]);
+  const std::vector<uint8_t> one = testing_util::OutputBytes(c, 1);
+  for (int threads : {2, 3, 7}) EXPECT_EQ(testing_util::OutputBytes(c, threads), one) << threads;
 }
 
 }  // namespace

@@ -15,6 +15,7 @@ using testing_util::AttentionCall;
 using testing_util::AttentionCase;
 using testing_util::AttentionErrors;
 using testing_util::CompareWithOracle;
+using testing_util::ExpectMatchesOracle;
 using testing_util::OutTolerance;
 using testing_util::RunAgainstOracle;
 using testing_util::ScopedContext;
@@ -25,12 +26,6 @@ AttentionCase Base(int64_t seq_q, int64_t seq_k) {
   return c;
 }
 
-void ExpectClose(sattn_context* ctx, const AttentionCase& c) {
-  const AttentionErrors e = RunAgainstOracle(ctx, c);
-  EXPECT_LE(e.out, OutTolerance(c)) << c.Describe();
-  EXPECT_LE(e.lse, 2e-5) << c.Describe();
-}
-
 class AttentionOptionsTest : public hwy::TestWithParamTarget {};
 HWY_TARGET_INSTANTIATE_TEST_SUITE_P(AttentionOptionsTest);
 
@@ -39,26 +34,26 @@ TEST_P(AttentionOptionsTest, EachOptionAlone) {
   for (auto [seq_q, seq_k] :
        {std::pair<int64_t, int64_t>{1, 300}, {64, 64}, {150, 90}, {90, 300}}) {
     AttentionCase c = Base(seq_q, seq_k);
-    ExpectClose(ctx.get(), c);
+    ExpectMatchesOracle(ctx.get(), c);
     c.scale = 0.37f;
-    ExpectClose(ctx.get(), c);
+    ExpectMatchesOracle(ctx.get(), c);
     c = Base(seq_q, seq_k), c.causal = true;
-    ExpectClose(ctx.get(), c);
+    ExpectMatchesOracle(ctx.get(), c);
     for (auto [left, right] :
          {std::pair<int64_t, int64_t>{16, -1}, {-1, 5}, {20, 20}, {0, 0}, {130, 0}}) {
       c = Base(seq_q, seq_k), c.has_window = true, c.window_left = left, c.window_right = right;
-      ExpectClose(ctx.get(), c);
+      ExpectMatchesOracle(ctx.get(), c);
     }
     c = Base(seq_q, seq_k), c.softcap = 5.0f, c.value_lo = -3, c.value_hi = 3;
-    ExpectClose(ctx.get(), c);
+    ExpectMatchesOracle(ctx.get(), c);
     c = Base(seq_q, seq_k), c.alibi = true;
-    ExpectClose(ctx.get(), c);
+    ExpectMatchesOracle(ctx.get(), c);
     c = Base(seq_q, seq_k), c.sinks = true;
-    ExpectClose(ctx.get(), c);
+    ExpectMatchesOracle(ctx.get(), c);
     for (auto [mb, mh] : {std::pair<int64_t, int64_t>{1, 1}, {2, 1}, {1, 4}, {2, 4}}) {
       c = Base(seq_q, seq_k), c.mask = true, c.mask_batch = mb, c.mask_heads = mh;
       c.mask_hide_fraction = 0.3;
-      ExpectClose(ctx.get(), c);
+      ExpectMatchesOracle(ctx.get(), c);
     }
   }
 }
@@ -71,7 +66,7 @@ TEST_P(AttentionOptionsTest, AllOptionsCombined) {
     c.causal = true, c.has_window = true, c.window_left = 77, c.window_right = 3;
     c.softcap = 8.0f, c.alibi = true, c.sinks = true, c.mask = true, c.mask_heads = 4;
     c.mask_hide_fraction = 0.1, c.scale = 0.2f, c.value_lo = -2, c.value_hi = 2;
-    ExpectClose(ctx.get(), c);
+    ExpectMatchesOracle(ctx.get(), c);
   }
 }
 
@@ -81,7 +76,7 @@ TEST_P(AttentionOptionsTest, RowsThatSeeNothing) {
   // seq_q > seq_k with a causal mask: the first seq_q - seq_k rows see nothing.
   AttentionCase c = Base(200, 70);
   c.causal = true;
-  ExpectClose(ctx.get(), c);
+  ExpectMatchesOracle(ctx.get(), c);
   AttentionCall call(c);
   ASSERT_EQ(call.Run(ctx.get()), SATTN_OK);
   EXPECT_EQ(call.out.Get({1, 0, 3, 5}), 0.0);
@@ -90,15 +85,15 @@ TEST_P(AttentionOptionsTest, RowsThatSeeNothing) {
   EXPECT_NE(call.lse.Get({1, 3, 130}), -INFINITY);
   // With sinks, such rows put all their weight on the sink: o = 0, lse = the sink's logit.
   c.sinks = true;
-  ExpectClose(ctx.get(), c);
+  ExpectMatchesOracle(ctx.get(), c);
   // A window that misses every key for some rows, and a mask that hides whole rows.
   c = Base(64, 64), c.has_window = true, c.window_left = -1, c.window_right = -70;
   c.window_right = 0, c.window_left = 0;
-  ExpectClose(ctx.get(), c);
+  ExpectMatchesOracle(ctx.get(), c);
   c = Base(64, 300), c.mask = true, c.mask_hide_fraction = 0.995;
-  ExpectClose(ctx.get(), c);
+  ExpectMatchesOracle(ctx.get(), c);
   c.mask_hide_fraction = 1.0;  // everything hidden
-  ExpectClose(ctx.get(), c);
+  ExpectMatchesOracle(ctx.get(), c);
 }
 
 // NaN and Inf in keys and values that no row may see never reach a result; a NaN in a key

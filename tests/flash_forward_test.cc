@@ -15,6 +15,7 @@ namespace {
 using testing_util::AttentionCall;
 using testing_util::AttentionCase;
 using testing_util::AttentionErrors;
+using testing_util::ExpectMatchesOracle;
 using testing_util::OutTolerance;
 using testing_util::RunAgainstOracle;
 using testing_util::ScopedContext;
@@ -22,12 +23,6 @@ using testing_util::ScopedContext;
 // Emulated targets (STREAMATTN_TEST_SMALL) keep every case but cap the long sequences.
 int64_t Long(int64_t n) {
   return std::getenv("STREAMATTN_TEST_SMALL") ? std::min<int64_t>(n, 130) : n;
-}
-
-void ExpectClose(sattn_context* ctx, const AttentionCase& c) {
-  const AttentionErrors e = RunAgainstOracle(ctx, c);
-  EXPECT_LE(e.out, OutTolerance(c)) << c.Describe();
-  EXPECT_LE(e.lse, 2e-5) << c.Describe();
 }
 
 class FlashForwardTest : public hwy::TestWithParamTarget {};
@@ -43,7 +38,7 @@ TEST_P(FlashForwardTest, SequenceLengthsAroundTileEdges) {
         c.seq_q = seq_q, c.seq_k = seq_k, c.heads_q = 2, c.heads_kv = 2, c.head_dim = 64;
         c.causal = causal;
         c.seed = static_cast<uint64_t>(seq_q * 7919 + seq_k);
-        ExpectClose(ctx.get(), c);
+        ExpectMatchesOracle(ctx.get(), c);
       }
     }
   }
@@ -55,10 +50,10 @@ TEST_P(FlashForwardTest, EveryHeadDimClass) {
     for (auto [seq_q, seq_k] : {std::pair<int64_t, int64_t>{1, 1}, {65, 63}, {64, Long(1000)}}) {
       AttentionCase c;
       c.seq_q = seq_q, c.seq_k = seq_k, c.heads_q = 2, c.heads_kv = 1, c.head_dim = dim;
-      ExpectClose(ctx.get(), c);
+      ExpectMatchesOracle(ctx.get(), c);
       c.causal = true;
       c.head_dim_v = dim == 1 ? 3 : dim / 2 + 1;  // V's head_dim may differ from Q/K's
-      ExpectClose(ctx.get(), c);
+      ExpectMatchesOracle(ctx.get(), c);
     }
   }
 }
@@ -93,10 +88,10 @@ TEST_P(FlashForwardTest, StridedLayouts) {
       c.batch = 2, c.seq_q = 33, c.seq_k = 150, c.heads_q = 4, c.heads_kv = 2, c.head_dim = 32;
       c.q_order = q_order, c.kv_order = kv_order, c.out_order = kv_order;
       c.kv_dtype = SATTN_DTYPE_F32;  // f32 K/V are read in place: their strides matter most
-      ExpectClose(ctx.get(), c);
+      ExpectMatchesOracle(ctx.get(), c);
       c.kv_dtype = SATTN_DTYPE_F16;
       c.out_dtype = SATTN_DTYPE_BF16;
-      ExpectClose(ctx.get(), c);
+      ExpectMatchesOracle(ctx.get(), c);
     }
   }
 }
@@ -114,7 +109,7 @@ TEST_P(FlashForwardTest, GroupedQueryAndMultiQuery) {
     AttentionCase c;
     c.batch = 2, c.seq_q = 37, c.seq_k = 200, c.heads_q = heads_q, c.heads_kv = heads_kv;
     c.head_dim = 32, c.causal = true, c.kv_dtype = SATTN_DTYPE_BF16;
-    ExpectClose(ctx.get(), c);
+    ExpectMatchesOracle(ctx.get(), c);
   }
 }
 
@@ -137,16 +132,8 @@ TEST_P(FlashForwardTest, SameBytesForAnyThreadCount) {
   c.batch = 2, c.seq_q = 300, c.seq_k = 333, c.heads_q = 8, c.heads_kv = 2, c.head_dim = 64;
   c.causal = true, c.mask = true, c.mask_heads = 8, c.kv_dtype = SATTN_DTYPE_F16;
   c.alibi = true;
-  std::vector<std::vector<uint8_t>> results;
-  for (int threads : {1, 2, 3, 7}) {
-    ScopedContext ctx(threads);
-    AttentionCall call(c);
-    ASSERT_EQ(call.Run(ctx.get()), SATTN_OK) << sattn_last_error();
-    std::vector<uint8_t> bytes = call.out.bytes();
-    bytes.insert(bytes.end(), call.lse.bytes().begin(), call.lse.bytes().end());
-    results.push_back(bytes);
-  }
-  for (size_t i = 1; i < results.size(); ++i) EXPECT_EQ(results[i], results[0]);
+  const std::vector<uint8_t> one = testing_util::OutputBytes(c, 1);
+  for (int threads : {2, 3, 7}) EXPECT_EQ(testing_util::OutputBytes(c, threads), one) << threads;
 }
 
 }  // namespace
