@@ -41,8 +41,9 @@ inline size_t RoundUp(size_t x, size_t m) { return (x + m - 1) / m * m; }
 
 // Shapes and scratch layout of a work item, fixed for the whole call. A work item covers
 // `heads` kv heads: one for prefill (its 192 rows reuse each K/V tile enough), all of them for
-// decoding, so a tile's keys are read for every head at once, sequentially through the cache,
-// instead of one head's rows at a stride the hardware prefetchers do not follow.
+// decoding (up to 64 rows, all of seq_q), so a tile's keys are read for every head at once,
+// sequentially through the cache, instead of one head's rows at a stride the hardware
+// prefetchers do not follow.
 struct FlashConfig {
   size_t lanes;
   bool dot_scores;    // fewer query rows than lanes: dot products instead of the GEMM
@@ -75,7 +76,8 @@ FlashConfig MakeFlashConfig(D d, const AttentionArgs& a) {
   c.dim = static_cast<size_t>(a.head_dim);
   c.dim_pad = RoundUp(c.dim, c.lanes);
   c.dim_v_pad = RoundUp(static_cast<size_t>(a.head_dim_v), c.lanes);
-  c.heads = c.dot_scores ? a.heads_kv : 1;
+  // Decoding, speculative decoding included: all of seq_q fits one work item of few rows.
+  c.heads = rows <= 64 && c.positions == a.seq_q ? a.heads_kv : 1;
   c.keys_per_tile = std::max<size_t>(16, kKeysPerTile / static_cast<size_t>(c.heads)) / 8 * 8;
   size_t at = 0;
   auto take = [&](size_t floats) {
