@@ -2,6 +2,7 @@
 // bfloat16 bit pattern, Inf and NaN included, widens exactly as the scalar definition does.
 #include <cmath>
 #include <cstring>
+#include <random>
 #include <vector>
 
 // clang-format off
@@ -44,10 +45,35 @@ void TestStridedRowsAndStores() {
   LoadRowAsF32(d, DType::kF32, src.data(), 3, 100, dst.data());
   for (size_t i = 0; i < 100; ++i) ASSERT_EQ(dst[i], src[3 * i]);
   std::vector<uint16_t> halves(200, 0xFFFF);
-  StoreRowFromF32(dst.data(), 100, DType::kF16, halves.data(), 2);
+  StoreRowFromF32(d, dst.data(), 100, DType::kF16, halves.data(), 2);
   for (size_t i = 0; i < 100; ++i) {
     ASSERT_EQ(halves[2 * i], F32ToF16(dst[i]));
     ASSERT_EQ(halves[2 * i + 1], 0xFFFF) << "wrote between strided elements";
+  }
+}
+
+void TestNarrowingRowsRoundToNearestEven() {
+  const hn::ScalableTag<float> d;
+  std::mt19937 rng(17);
+  std::uniform_int_distribution<uint32_t> bits;
+  std::vector<float> src(4099);
+  for (float& x : src) x = BitsToFloat(bits(rng));
+  // Halfway cases and the edges of each format's range.
+  const float edges[] = {65504.0f,    65519.99f,   65520.0f, 6.1035156e-05f, 2.9802322e-08f,
+                         1.00390625f, 1.01171875f, -0.0f,    3.3895314e38f,  1e-40f};
+  for (size_t i = 0; i < sizeof(edges) / sizeof(edges[0]); ++i) src[i] = edges[i];
+  for (DType dtype : {DType::kF16, DType::kBF16}) {
+    std::vector<uint16_t> out(2 * src.size() + 1, 0xABCD);  // room for f32, to keep GCC quiet
+    StoreRowFromF32(d, src.data(), src.size(), dtype, out.data(), 1);
+    for (size_t i = 0; i < src.size(); ++i) {
+      const uint16_t want = dtype == DType::kF16 ? F32ToF16(src[i]) : F32ToBF16(src[i]);
+      if (std::isnan(src[i])) {
+        ASSERT_TRUE(std::isnan(LoadAsFloat(dtype, &out[i]))) << DTypeName(dtype);
+      } else {
+        ASSERT_EQ(out[i], want) << DTypeName(dtype) << " " << src[i];
+      }
+    }
+    ASSERT_EQ(out[src.size()], 0xABCD) << "wrote past the row";
   }
 }
 
@@ -63,6 +89,7 @@ class ConvertTest : public hwy::TestWithParamTarget {};
 HWY_TARGET_INSTANTIATE_TEST_SUITE_P(ConvertTest);
 HWY_EXPORT_AND_TEST_P(ConvertTest, TestEveryHalfWidensExactly);
 HWY_EXPORT_AND_TEST_P(ConvertTest, TestStridedRowsAndStores);
+HWY_EXPORT_AND_TEST_P(ConvertTest, TestNarrowingRowsRoundToNearestEven);
 
 }  // namespace
 }  // namespace streamattn

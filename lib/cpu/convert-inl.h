@@ -1,7 +1,6 @@
-// Row conversions between the caller's dtypes and the f32 the kernels compute in. Loading is
-// the hot direction (K/V tiles, partial outputs): vectorised when the row is contiguous, with a
-// scalar tail so no load ever touches memory past the row. Storing happens once per output
-// element and stays scalar for f16/bf16 (round to nearest even, as core/dtype.h).
+// Row conversions between the caller's dtypes and the f32 the kernels compute in, vectorised
+// when the row is contiguous, with a scalar tail so no access ever touches memory past the
+// row. Narrowing rounds to nearest even, as core/dtype.h.
 #if defined(STREAMATTN_CPU_CONVERT_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef STREAMATTN_CPU_CONVERT_INL_H_
 #undef STREAMATTN_CPU_CONVERT_INL_H_
@@ -90,18 +89,46 @@ HWY_INLINE void LoadRowAsF32(D d, DType dtype, const void* row, int64_t stride, 
   for (; i < n; ++i) dst[i] = LoadAsFloat(dtype, bytes + static_cast<int64_t>(i) * step);
 }
 
-// row[i * stride] = src[i] converted to dtype, for i < n.
-HWY_INLINE void StoreRowFromF32(const float* HWY_RESTRICT src, size_t n, DType dtype, void* row,
-                                int64_t stride) {
+// Lanes of f32 as bfloat16 bits (in u32 lanes), rounded to nearest even; NaN stays a quiet NaN.
+// (Highway 1.0.3's DemoteTo to bfloat16 truncates.)
+template <class DF, class VF = hn::Vec<DF>>
+HWY_INLINE hn::Vec<hn::RebindToUnsigned<DF>> F32LanesToBF16Bits(DF /* df */, VF v) {
+  const hn::RebindToUnsigned<DF> du;
+  const auto bits = hn::BitCast(du, v);
+  const auto lsb = hn::And(hn::ShiftRight<16>(bits), hn::Set(du, 1));
+  const auto rounded = hn::ShiftRight<16>(hn::Add(bits, hn::Add(hn::Set(du, 0x7FFF), lsb)));
+  const auto quiet_nan = hn::Or(hn::ShiftRight<16>(bits), hn::Set(du, 0x40));
+  return hn::IfThenElse(hn::RebindMask(du, hn::IsNaN(v)), quiet_nan, rounded);
+}
+
+// row[i * stride] = src[i] converted to dtype, for i < n: vectorised for contiguous f16 (where
+// the conversion is an instruction, see kNativeF16) and bf16 rows, with a scalar tail; both
+// round to nearest even like core/dtype.h.
+template <class D>
+HWY_INLINE void StoreRowFromF32(D d, const float* HWY_RESTRICT src, size_t n, DType dtype,
+                                void* row, int64_t stride) {
   if (stride == 1 && dtype == DType::kF32) {
     std::memcpy(row, src, n * sizeof(float));
     return;
   }
+  size_t i = 0;
+  const size_t lanes = hn::Lanes(d);
+  if (stride == 1 && dtype == DType::kF16 && kNativeF16) {
+    const hn::Rebind<hwy::float16_t, D> dh;
+    auto* dst = static_cast<hwy::float16_t*>(row);
+    for (; i + lanes <= n; i += lanes)
+      hn::StoreU(hn::DemoteTo(dh, hn::LoadU(d, src + i)), dh, dst + i);
+  } else if (stride == 1 && dtype == DType::kBF16) {
+    const hn::Rebind<uint16_t, D> du16;
+    auto* dst = static_cast<uint16_t*>(row);
+    for (; i + lanes <= n; i += lanes) {
+      const auto bits = F32LanesToBF16Bits(d, hn::LoadU(d, src + i));
+      hn::StoreU(hn::DemoteTo(du16, hn::BitCast(hn::RebindToSigned<D>(), bits)), du16, dst + i);
+    }
+  }
   char* bytes = static_cast<char*>(row);
   const int64_t step = stride * DTypeSize(dtype);
-  for (size_t i = 0; i < n; ++i) {
-    StoreFromFloat(dtype, src[i], bytes + static_cast<int64_t>(i) * step);
-  }
+  for (; i < n; ++i) StoreFromFloat(dtype, src[i], bytes + static_cast<int64_t>(i) * step);
 }
 
 }  // namespace HWY_NAMESPACE

@@ -67,7 +67,7 @@ HWY_INLINE void FinishRow(D d, const AttentionArgs& a, int64_t b, int64_t pos, i
       hn::StoreU(hn::Mul(hn::LoadU(d, o_row + i), inv), d, o_row + i);
     }
   }
-  StoreRowFromF32(o_row, static_cast<size_t>(a.head_dim_v), a.out.dtype, a.out.At(b, pos, h, 0),
+  StoreRowFromF32(d, o_row, static_cast<size_t>(a.head_dim_v), a.out.dtype, a.out.At(b, pos, h, 0),
                   a.out.stride(3));
   if (a.has_lse) *a.lse.At<float>(b, h, pos) = NaturalLse(state);
 }

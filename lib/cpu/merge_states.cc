@@ -49,7 +49,7 @@ void MergeStatesRowsImpl(const MergeStatesArgs& args, int64_t row_begin, int64_t
         ScaleAndAddRow(d, acc, 1.0f, row, weights[i], head_dim);
       }
     }
-    StoreRowFromF32(acc, head_dim, args.out.dtype, args.out.At(b, s, h), args.out.stride(3));
+    StoreRowFromF32(d, acc, head_dim, args.out.dtype, args.out.At(b, s, h), args.out.stride(3));
     if (args.lse_out != nullptr) *args.lse_out->At<float>(b, h, s) = lse_out;
   }
 }

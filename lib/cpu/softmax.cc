@@ -87,7 +87,7 @@ void SoftmaxWritePartImpl(const SoftmaxArgs& args, int64_t row, int64_t begin, i
         MapScores(d, x, n, dst, [&](V s) { return hn::Mul(ScoreTerm(d, s, max, vc), inv_l); });
       }
     }
-    if (!write_directly) StoreRowFromF32(dst, n, out.dtype, out.At(row, chunk), out.stride(1));
+    if (!write_directly) StoreRowFromF32(d, dst, n, out.dtype, out.At(row, chunk), out.stride(1));
   }
 }
 
