@@ -3,13 +3,19 @@
 # through sudo). Extra package names may be passed as arguments.
 set -euo pipefail
 
+# libopenmpi-dev and openmpi-bin (mpirun): the optional MPI component, libstreamattn_mpi.
 packages=(build-essential cmake pkg-config libhwy-dev libtbb-dev libgtest-dev libgmock-dev
-          libbenchmark-dev libopenblas-dev "$@")
+          libbenchmark-dev libopenblas-dev libopenmpi-dev openmpi-bin "$@")
 
+# Once foreign architectures are enabled (scripts/test-arm.sh adds arm64 and armhf), dpkg-query
+# lists a name once per installed architecture: only the native or arch-independent one counts.
+native=$(dpkg --print-architecture)
 missing=()
 for p in "${packages[@]}"; do
-  status=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)
-  [[ "$status" == "install ok installed" ]] || missing+=("$p")
+  arch=$native
+  [[ $p == *:* ]] && arch=${p#*:}
+  status=$(dpkg-query -W -f='${Architecture} ${Status}\n' "$p" 2>/dev/null || true)
+  grep -Eqx "($arch|all) install ok installed" <<<"$status" || missing+=("$p")
 done
 [[ ${#missing[@]} -eq 0 ]] && exit 0
 
@@ -20,5 +26,18 @@ if [[ $(id -u) -ne 0 ]]; then
   sudo="sudo"
 fi
 export DEBIAN_FRONTEND=noninteractive
-$sudo apt-get update -qq
-$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+# A mirror mid-sync can fail one index (often a foreign architecture's security index) and make
+# apt-get update exit non-zero although the lists we need arrived: go on to the install, which
+# says plainly if a package is really not there, and retry update and install a few times apart.
+# Another apt or dpkg may hold the locks for a while: wait for them instead of failing.
+for try in 1 2 3 4; do
+  $sudo apt-get update -qq -o DPkg::Lock::Timeout=600 ||
+    echo "streamattn: apt-get update failed (try $try); installing with the indexes we have" >&2
+  if $sudo apt-get install -y -qq --no-install-recommends -o DPkg::Lock::Timeout=600 \
+      "${missing[@]}"; then
+    exit 0
+  fi
+  [[ $try -lt 4 ]] && { echo "streamattn: install failed (try $try); retrying in $((30 * try)) s" >&2; sleep $((30 * try)); }
+done
+echo "streamattn: could not install ${missing[*]}" >&2
+exit 1
