@@ -128,7 +128,7 @@ HWY_INLINE void PackQueries(D d, const AttentionArgs& a, const FlashConfig& cfg,
                         ? q + r * cfg.dim_pad
                         : q + (r / cfg.panel_rows) * cfg.dim * cfg.panel_rows + r % cfg.panel_rows;
     if (r >= rows) {
-      for (size_t i = 0; i < cfg.dim_pad; ++i) column[i * step] = 0.0f;
+      for (size_t i = 0; i < (cfg.dot_scores ? cfg.dim_pad : cfg.dim); ++i) column[i * step] = 0.0f;
       continue;
     }
     const int64_t pos = item.pos0 + static_cast<int64_t>(r) / a.group;
