@@ -127,6 +127,20 @@ TEST(OnlineStateTest, NaNScorePoisonsOnlyItsRow) {
   EXPECT_TRUE(std::isnan(o));
 }
 
+// Regression: where Max drops NaN (NEON's vmaxnm, SCALAR), a split-KV chunk whose scores are
+// all NaN ends as (m = -inf, l = NaN); merging it must poison the row, not skip it as empty.
+TEST(OnlineStateTest, MergingAChunkWithNaNSumPoisons) {
+  for (bool nan_first : {false, true}) {
+    RowState a, poisoned{kNegInf, NAN};
+    float oa = 0.0f;
+    const float ob = NAN;
+    if (nan_first) std::swap(a, poisoned);
+    MergeRowStates(&a, &oa, poisoned, &ob, 1);
+    EXPECT_TRUE(std::isnan(a.m) && std::isnan(a.l)) << nan_first;
+    EXPECT_TRUE(std::isnan(NaturalLse(a))) << nan_first;
+  }
+}
+
 TEST(OnlineStateTest, OverflowingScoresStayFinite) {
   // exp(s) overflows float for s > 88.7; the state never forms it.
   Piece p;

@@ -12,7 +12,9 @@
  *    zero mean "default". Fields are only ever appended, so old callers keep working.
  *  - Attention layouts follow FlashAttention: q, out [batch, seq_q, heads_q, head_dim];
  *    k, v [batch, seq_k, heads_kv, head_dim]; lse [batch, heads_q, seq_q] float32, natural log.
- *  - A sattn_context may be used by one thread at a time; distinct contexts are independent.
+ *  - A sattn_context may be shared by threads: calls on one context run one at a time (they
+ *    share its scratch; each call still uses all the context's threads), so threads whose calls
+ *    must overlap need a context each. Distinct contexts are independent.
  *
  * The header is C99 and C++ compatible.
  */
@@ -44,7 +46,7 @@ typedef enum sattn_status {
   SATTN_OK = 0,
   SATTN_ERR_INVALID_ARGUMENT = 1,    /* the call is malformed; nothing was written */
   SATTN_ERR_UNSUPPORTED = 2,         /* well-formed, but this build/backend cannot do it */
-  SATTN_ERR_OUT_OF_MEMORY = 3,       /* scratch or context allocation failed */
+  SATTN_ERR_OUT_OF_MEMORY = 3,       /* an allocation failed; nothing was written */
   SATTN_ERR_BACKEND_UNAVAILABLE = 4, /* e.g. CUDA requested but no usable GPU */
   SATTN_ERR_INTERNAL = 5             /* a bug in streamattn: please report the message */
 } sattn_status;
@@ -103,6 +105,28 @@ typedef struct sattn_context_options {
   int32_t num_threads;  /* CPU threads, the caller's included; 0 or more than the process
                          * may use = all it may use */
   int32_t backend;      /* a sattn_backend; 0 = auto */
+  /* Optional allocator (appended in the second version of this struct: a struct_size of 12,
+   * the first version's, means none). Set both functions or neither (NULL: the C library's
+   * aligned_alloc and free).
+   *   alloc_fn(alloc_user, bytes, alignment): bytes > 0, alignment a power of two <= 64; returns
+   *     memory aligned to it, or NULL. Memory returned misaligned is passed to free_fn and
+   *     counts as a failure.
+   *   free_fn(alloc_user, p): p is a non-NULL pointer alloc_fn returned.
+   * Through it go the context itself and every buffer streamattn sizes from a call's arguments
+   * or the thread count: per-thread scratch (kept, and grown, across calls), split-KV partial
+   * results, per-row and per-part bookkeeping, copies of per-head and per-sequence options.
+   * Not through it: oneTBB's worker threads and task arena, which oneTBB allocates itself on
+   * a context's first multi-threaded call; error messages (at most 512 bytes per thread); and a
+   * GPU backend's device memory.
+   * The functions are called only from the thread that called into streamattn, never from a
+   * worker thread and never concurrently for one context (contexts used by different threads
+   * may call them concurrently). Everything taken is given back by the call that took it or by
+   * sattn_context_destroy. When alloc_fn fails, the call returns SATTN_ERR_OUT_OF_MEMORY with
+   * nothing written to any output (every call allocates before its first write), having
+   * given back what it took, and the context works as before. */
+  void* (*alloc_fn)(void* alloc_user, size_t bytes, size_t alignment);
+  void (*free_fn)(void* alloc_user, void* p);
+  void* alloc_user;
 } sattn_context_options;
 
 typedef struct sattn_context sattn_context;
@@ -187,8 +211,15 @@ typedef struct sattn_attention_options {
  * heads_q must be a multiple of heads_kv (GQA; heads_kv = 1 is MQA); query head h reads kv
  * head h / (heads_q / heads_kv). head_dim and head_dim_v are 1..256. Any strides.
  * The state is float32 whatever the dtypes. A row that sees no key gets out = 0 and
- * lse = -inf (or the sink's logit when sinks are given), never NaN. A NaN in a visible score
- * makes its row NaN; hidden keys are never read into the result, even if they hold NaN or Inf.
+ * lse = -inf (or the sink's logit when sinks are given), never NaN.
+ * Non-finite inputs. A row sees the keys its causal mask and window allow, below seqused_k[b],
+ * and not set to -inf by the mask; its score for such a key is scale * q.k after softcap, ALiBi
+ * and the mask. A NaN or +inf score makes the row's out and lse NaN (so does a NaN anywhere in
+ * the row's q, when it sees any key). A -inf score (from an infinite q or k) weighs 0, though a
+ * NaN or infinite v of that key may still reach out. A NaN or infinite v of a key the row sees
+ * with nonzero weight makes out non-finite where it appears; lse is unaffected. Keys a row does
+ * not see never affect it, whatever q.k, k and v hold there; pages the block table does not
+ * name for a sequence's used keys are never read.
  * out may be exactly the same view as q (in place); no other overlap between out, lse and the
  * inputs is allowed. Results are bitwise identical for any thread count. options may be NULL.
  * Decoding (seq_q up to 16) takes a path that packs the query heads of a kv head into one

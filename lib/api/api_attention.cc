@@ -16,7 +16,7 @@ constexpr int64_t kMaxHeadDim = 256;
 
 // A [heads_q] float32 vector option (ALiBi slopes, sinks), copied out.
 Status ReadPerHeadVector(const sattn_context* ctx, const sattn_tensor* view, const char* name,
-                         int64_t heads_q, bool allow_minus_infinity, std::vector<float>* out) {
+                         int64_t heads_q, bool allow_minus_infinity, Vector<float>* out) {
   Tensor t;
   SATTN_RETURN_IF_ERROR(ValidateOnDevice(ctx, view, name, 1, &t));
   SATTN_RETURN_IF_ERROR(CheckDType(t, name, DType::kF32));
@@ -223,7 +223,8 @@ Status Attention(sattn_context* ctx, const sattn_tensor* q, const sattn_tensor* 
                  const sattn_tensor* v, const sattn_tensor* out, const sattn_tensor* lse,
                  const sattn_attention_options* options) {
   SATTN_RETURN_IF_ERROR(CheckContext(ctx));
-  AttentionArgs a;
+  const ContextLock hold(ctx->call_mutex);
+  AttentionArgs a(ctx->allocator);
   SATTN_RETURN_IF_ERROR(ValidateOnDevice(ctx, q, "q", 4, &a.q));
   SATTN_RETURN_IF_ERROR(ValidateOnDevice(ctx, k, "k", 4, &a.k));
   SATTN_RETURN_IF_ERROR(ValidateOnDevice(ctx, v, "v", 4, &a.v));

@@ -2,6 +2,8 @@
 #ifndef STREAMATTN_API_API_CHECKS_H_
 #define STREAMATTN_API_API_CHECKS_H_
 
+#include <mutex>
+
 #include "api/context.h"
 #include "core/status.h"
 #include "core/tensor.h"
@@ -12,6 +14,9 @@ inline Status CheckContext(const sattn_context* ctx) {
   if (ctx == nullptr) return InvalidArgument("ctx must not be NULL");
   return Status();
 }
+
+// Taken by every call on a context, for the whole call (see sattn_context::call_mutex).
+using ContextLock = std::lock_guard<std::mutex>;
 
 // Every tensor of a call must live where the context's backend computes.
 inline Status CheckOnBackendDevice(const sattn_context* ctx, const Tensor& t, const char* name) {

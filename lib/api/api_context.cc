@@ -11,17 +11,39 @@ namespace streamattn {
 namespace {
 
 constexpr size_t kContextOptionsV1Size = offsetof(sattn_context_options, backend) + sizeof(int32_t);
+// Version 2 appended the allocator.
+constexpr size_t kContextOptionsV2Size = sizeof(sattn_context_options);
 constexpr size_t kContextInfoV1Size = sizeof(sattn_context_info);
 constexpr int kMaxThreads = 4096;
 
 constexpr const char* kCudaUnavailable =
     "unavailable: this build of streamattn has no CUDA backend";
 
+// Contexts live in memory from their own allocator: destroyed in place, then freed through a
+// copy of it.
+void DestroyContext(sattn_context* ctx) {
+  const Allocator alloc = ctx->allocator;
+  ctx->~sattn_context();
+  alloc.Free(ctx);
+}
+
+struct ContextDeleter {
+  void operator()(sattn_context* ctx) const { DestroyContext(ctx); }
+};
+
 Status CreateContext(const sattn_context_options* user, sattn_context** out) {
   if (out == nullptr) return InvalidArgument("ctx (the output pointer) must not be NULL");
   *out = nullptr;
   sattn_context_options options{};
   SATTN_RETURN_IF_ERROR(ReadOptions(user, "options", kContextOptionsV1Size, &options));
+  if (user != nullptr && user->struct_size > kContextOptionsV1Size &&
+      user->struct_size < kContextOptionsV2Size) {
+    // Not the size of any version: it would copy part of a function pointer.
+    return InvalidArgument(
+        "options->struct_size=%u is neither %zu (version 1) nor at least %zu (set it to "
+        "sizeof(sattn_context_options))",
+        user->struct_size, kContextOptionsV1Size, kContextOptionsV2Size);
+  }
   if (options.num_threads < 0 || options.num_threads > kMaxThreads) {
     return InvalidArgument("options->num_threads=%d must be in [0, %d] (0 = all cores)",
                            options.num_threads, kMaxThreads);
@@ -31,6 +53,12 @@ Status CreateContext(const sattn_context_options* user, sattn_context** out) {
     return InvalidArgument("options->backend=%d is not a sattn_backend (auto=0, cpu=1, cuda=2)",
                            options.backend);
   }
+  if ((options.alloc_fn == nullptr) != (options.free_fn == nullptr)) {
+    return InvalidArgument(
+        "options->alloc_fn (%s) and options->free_fn (%s) must both be set or "
+        "both be NULL",
+        options.alloc_fn != nullptr ? "set" : "NULL", options.free_fn != nullptr ? "set" : "NULL");
+  }
   if (options.backend == SATTN_BACKEND_CUDA) {
     return BackendUnavailable("options->backend=cuda: the CUDA backend is %s", kCudaUnavailable);
   }
@@ -39,16 +67,24 @@ Status CreateContext(const sattn_context_options* user, sattn_context** out) {
   const int available = ThreadPool::DefaultNumThreads();
   if (options.num_threads == 0 || options.num_threads > available) options.num_threads = available;
 
-  std::unique_ptr<sattn_context> ctx(new sattn_context);
+  const Allocator alloc(options.alloc_fn, options.free_fn, options.alloc_user);
+  void* memory = alloc.Allocate(sizeof(sattn_context), alignof(sattn_context));
+  if (memory == nullptr) {
+    char why[128];
+    alloc.DescribeFailure(sizeof(sattn_context), alignof(sattn_context), why, sizeof(why));
+    return OutOfMemory("creating the context: %s", why);
+  }
+  // From here an AllocationFailure unwinds through ctx's deleter: nothing leaks.
+  std::unique_ptr<sattn_context, ContextDeleter> ctx(new (memory) sattn_context(alloc));
   ctx->options = options;
-  ctx->pool = ThreadPool::Create(options.num_threads);
-  ctx->cpu = std::make_unique<CpuBackend>(ctx->pool.get(), &ctx->scratch);
+  ctx->pool = ThreadPool::Create(options.num_threads, alloc);
+  ctx->cpu = MakeUnique<CpuBackend>(alloc, ctx->pool.get(), &ctx->scratch, alloc);
   ctx->active = ctx->cpu.get();
   ctx->backend_reason = options.backend == SATTN_BACKEND_CPU
                             ? "cpu: requested by options->backend"
                             : "cpu: auto, and no GPU backend is available";
   ctx->simd_target = ChosenSimdTargetName();
-  ctx->compiled_targets = CompiledSimdTargetNames();
+  CompiledSimdTargetNames(ctx->compiled_targets, sizeof(ctx->compiled_targets));
   ctx->cuda_availability = kCudaUnavailable;
   *out = ctx.release();
   return Status();
@@ -67,10 +103,10 @@ Status GetInfo(const sattn_context* ctx, sattn_context_info* info) {
   filled.struct_size = info->struct_size;
   filled.backend = ctx->active->kind();
   filled.num_threads = ctx->pool->NumWorkers();
-  filled.backend_reason = ctx->backend_reason.c_str();
-  filled.simd_target = ctx->simd_target.c_str();
-  filled.compiled_targets = ctx->compiled_targets.c_str();
-  filled.cuda_availability = ctx->cuda_availability.c_str();
+  filled.backend_reason = ctx->backend_reason;
+  filled.simd_target = ctx->simd_target;
+  filled.compiled_targets = ctx->compiled_targets;
+  filled.cuda_availability = ctx->cuda_availability;
   // Fields a newer caller knows and we do not stay as the caller set them.
   std::memcpy(static_cast<void*>(info), &filled, sizeof(filled));
   return Status();
@@ -105,7 +141,7 @@ SATTN_API sattn_status sattn_context_create(const sattn_context_options* options
 
 SATTN_API sattn_status sattn_context_destroy(sattn_context* ctx) {
   return streamattn::RunGuarded([&] {
-    delete ctx;
+    if (ctx != nullptr) streamattn::DestroyContext(ctx);
     return streamattn::Status();
   });
 }

@@ -9,6 +9,7 @@ namespace {
 
 Status Exp2(sattn_context* ctx, const float* x, float* y, int64_t n) {
   SATTN_RETURN_IF_ERROR(CheckContext(ctx));
+  const ContextLock hold(ctx->call_mutex);
   if (n < 0) return InvalidArgument("n=%lld must be >= 0", static_cast<long long>(n));
   if (n == 0) return Status();
   if (x == nullptr) return InvalidArgument("x must not be NULL");

@@ -14,17 +14,20 @@ namespace streamattn {
 
 // Records a failed status as this thread's last error; returns the status code.
 sattn_status RecordStatus(const Status& status);
+// The same from a code and up to two pieces of text, without building a Status: it never
+// throws, so the handlers below can use it when memory has run out.
+sattn_status RecordError(sattn_status code, const char* prefix, const char* detail) noexcept;
 
 template <typename Body>
-sattn_status RunGuarded(Body&& body) {
+sattn_status RunGuarded(Body&& body) noexcept {
   try {
     return RecordStatus(body());
-  } catch (const std::bad_alloc&) {
-    return RecordStatus(OutOfMemory("out of memory"));
+  } catch (const std::bad_alloc& e) {  // AllocationFailure says which allocator, and how much
+    return RecordError(SATTN_ERR_OUT_OF_MEMORY, "out of memory: ", e.what());
   } catch (const std::exception& e) {
-    return RecordStatus(Internal("unexpected exception: %s", e.what()));
+    return RecordError(SATTN_ERR_INTERNAL, "unexpected exception: ", e.what());
   } catch (...) {
-    return RecordStatus(Internal("unexpected exception"));
+    return RecordError(SATTN_ERR_INTERNAL, "unexpected exception", "");
   }
 }
 

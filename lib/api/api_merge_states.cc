@@ -1,18 +1,21 @@
 // sattn_merge_states: argument checks, then the backend.
-#include <string>
-#include <vector>
+#include <cstdio>
 
 #include "api/api_checks.h"
 #include "api/api_guard.h"
+#include "core/allocator.h"
 
 namespace streamattn {
 namespace {
 
 constexpr int32_t kMaxParts = 1 << 20;
 
-std::string PartName(const char* array, int32_t i) {
-  return std::string(array) + "[" + std::to_string(i) + "]";
-}
+// "o_parts[12]", without allocating.
+struct PartName {
+  PartName(const char* array, int32_t i) { std::snprintf(text, sizeof(text), "%s[%d]", array, i); }
+  const char* c_str() const { return text; }
+  char text[32];
+};
 
 // lse must be float32 [batch, heads, seq] matching out [batch, seq, heads, head_dim].
 Status CheckLseShape(const Tensor& lse, const char* name, const Tensor& out) {
@@ -26,6 +29,7 @@ Status MergeStates(sattn_context* ctx, int32_t num_parts, const sattn_tensor* o_
                    const sattn_tensor* lse_parts, const sattn_tensor* out_view,
                    const sattn_tensor* lse_out_view) {
   SATTN_RETURN_IF_ERROR(CheckContext(ctx));
+  const ContextLock hold(ctx->call_mutex);
   if (num_parts < 0 || num_parts > kMaxParts) {
     return InvalidArgument("num_parts=%d must be in [0, %d]", num_parts, kMaxParts);
   }
@@ -46,10 +50,10 @@ Status MergeStates(sattn_context* ctx, int32_t num_parts, const sattn_tensor* o_
     args.lse_out = &lse_out;
   }
 
-  std::vector<Tensor> o(num_parts), lse(num_parts);
+  Vector<Tensor> o(num_parts, ctx->allocator), lse(num_parts, ctx->allocator);
   for (int32_t i = 0; i < num_parts; ++i) {
-    const std::string o_name = PartName("o_parts", i);
-    const std::string lse_name = PartName("lse_parts", i);
+    const PartName o_name("o_parts", i);
+    const PartName lse_name("lse_parts", i);
     SATTN_RETURN_IF_ERROR(ValidateOnDevice(ctx, &o_parts[i], o_name.c_str(), 4, &o[i]));
     SATTN_RETURN_IF_ERROR(CheckFloatDType(o[i], o_name.c_str()));
     for (int dim = 0; dim < 4; ++dim) {

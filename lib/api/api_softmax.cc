@@ -68,6 +68,7 @@ Tensor AsRows(const Tensor& t) {
 Status Softmax(sattn_context* ctx, const sattn_tensor* in_view, const sattn_tensor* out_view,
                const sattn_softmax_options* options, bool log) {
   SATTN_RETURN_IF_ERROR(CheckContext(ctx));
+  const ContextLock hold(ctx->call_mutex);
   Tensor in, out;
   SATTN_RETURN_IF_ERROR(ValidateScores(ctx, in_view, &in));
   SATTN_RETURN_IF_ERROR(ValidateOnDevice(ctx, out_view, "out", in.ndim, &out));
@@ -92,6 +93,7 @@ Status SoftmaxTopK(sattn_context* ctx, const sattn_tensor* in_view, int32_t k,
                    const sattn_tensor* indices_view, const sattn_tensor* probs_view,
                    const sattn_tensor* lse_view, const sattn_softmax_options* options) {
   SATTN_RETURN_IF_ERROR(CheckContext(ctx));
+  const ContextLock hold(ctx->call_mutex);
   SoftmaxTopKArgs args;
   SATTN_RETURN_IF_ERROR(ValidateScores(ctx, in_view, &args.in));
   const Tensor& in = args.in;

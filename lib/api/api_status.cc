@@ -27,6 +27,17 @@ sattn_status RecordStatus(const Status& status) {
   return status.code();
 }
 
+sattn_status RecordError(sattn_status code, const char* prefix, const char* detail) noexcept {
+  try {
+    std::string& message = LastErrorMessage();
+    message = prefix;
+    message += detail;
+  } catch (...) {
+    LastErrorMessage().clear();  // clear() never allocates
+  }
+  return code;
+}
+
 }  // namespace streamattn
 
 extern "C" {

@@ -3,26 +3,34 @@
 #ifndef STREAMATTN_API_CONTEXT_H_
 #define STREAMATTN_API_CONTEXT_H_
 
-#include <memory>
-#include <string>
+#include <mutex>
 
+#include "core/allocator.h"
 #include "core/backend.h"
 #include "core/scratch.h"
 #include "core/thread_pool.h"
 #include "streamattn/streamattn.h"
 
+// The context and all it owns live in memory from its allocator (sattn_context_create places
+// it there), so nothing here may allocate through operator new.
 struct sattn_context {
+  explicit sattn_context(const streamattn::Allocator& alloc) : allocator(alloc), scratch(alloc) {}
+
+  streamattn::Allocator allocator;  // first: everything below is freed through it
   sattn_context_options options{};
-  std::unique_ptr<streamattn::ThreadPool> pool;
+  // Held for the whole of every call on this context: calls from several threads run one at a
+  // time (they share scratch), and the allocator is never entered concurrently for a context.
+  std::mutex call_mutex;
+  streamattn::UniquePtr<streamattn::ThreadPool> pool;
   streamattn::WorkerScratch scratch;
-  std::unique_ptr<streamattn::Backend> cpu;
+  streamattn::UniquePtr<streamattn::Backend> cpu;
   streamattn::Backend* active = nullptr;
 
-  // Strings handed out by sattn_context_get_info, owned here.
-  std::string backend_reason;
-  std::string simd_target;
-  std::string compiled_targets;
-  std::string cuda_availability;
+  // Strings handed out by sattn_context_get_info: static, or held here.
+  const char* backend_reason = "";
+  const char* simd_target = "";
+  char compiled_targets[256] = {};
+  const char* cuda_availability = "";
 };
 
 #endif  // STREAMATTN_API_CONTEXT_H_

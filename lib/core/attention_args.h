@@ -7,13 +7,17 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <vector>
 
+#include "core/allocator.h"
 #include "core/tensor.h"
 
 namespace streamattn {
 
 struct AttentionArgs {
+  // The per-head and per-sequence copies below come from `alloc` (the context's).
+  explicit AttentionArgs(const Allocator& alloc = Allocator())
+      : alibi_slopes(alloc), sinks(alloc), seqused_k(alloc) {}
+
   Tensor q, k, v, out;
   Tensor lse;  // valid when has_lse
   bool has_lse = false;
@@ -27,14 +31,14 @@ struct AttentionArgs {
   // diag = i + seq_k - seq_q, clipped to [0, seq_k); -1 = unbounded. Causal is window_right = 0.
   int64_t window_left = -1;
   int64_t window_right = -1;
-  float softcap = 0.0f;             // 0: none
-  std::vector<float> alibi_slopes;  // [heads_q] or empty
-  std::vector<float> sinks;         // [heads_q] or empty
-  Tensor mask;                      // valid when has_mask: [batch|1, heads_q|1, seq_q, seq_k]
+  float softcap = 0.0f;        // 0: none
+  Vector<float> alibi_slopes;  // [heads_q] or empty
+  Vector<float> sinks;         // [heads_q] or empty
+  Tensor mask;                 // valid when has_mask: [batch|1, heads_q|1, seq_q, seq_k]
   bool has_mask = false;
 
   // Ragged batches: keys [0, seqused_k[b]) of sequence b exist (empty: all seq_k of them).
-  std::vector<int64_t> seqused_k;
+  Vector<int64_t> seqused_k;
   // Paged caches: k and v are [num_pages, page_size, heads_kv, dim] and block_table
   // [batch, max_pages] int32 maps a sequence's page index to a cache page; seq_k is then
   // max_pages * page_size.

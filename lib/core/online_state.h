@@ -49,10 +49,12 @@ struct MergeFactors {
 
 // The scalar half of the merge, shared by every vectorised o~ update: (m, l) of a becomes that
 // of a + b, and the returned factors bring both o~ to the new maximum. Both empty: the identity
-// (1, 0). A NaN max on either side makes the result NaN, factors included (a NaN score poisons
-// its row and nothing else).
+// (1, 0). A NaN max or sum on either side makes the result NaN, factors included (a NaN score
+// poisons its row and nothing else). The sum matters: where Max returns the number rather than
+// the NaN (NEON's vmaxnm, Highway's SCALAR), a chunk whose scores are all NaN keeps m = -inf and
+// only l says NaN, and dropping it as empty turned a NaN row into a finite one.
 inline MergeFactors MergeRowStateScalars(RowState* a, const RowState& b) {
-  if (std::isnan(a->m) || std::isnan(b.m)) {
+  if (std::isnan(a->m) || std::isnan(b.m) || std::isnan(a->l) || std::isnan(b.l)) {
     a->m = a->l = std::numeric_limits<float>::quiet_NaN();
     return {a->m, a->m};
   }

@@ -5,9 +5,9 @@
 #define STREAMATTN_CORE_SCRATCH_H_
 
 #include <cstddef>
-#include <cstdlib>
-#include <vector>
+#include <new>
 
+#include "core/allocator.h"
 #include "core/status.h"
 
 namespace streamattn {
@@ -16,28 +16,36 @@ class WorkerScratch {
  public:
   static constexpr size_t kAlignment = 64;  // a cache line; also the widest vector (AVX-512)
 
-  WorkerScratch() = default;
+  explicit WorkerScratch(const Allocator& alloc = Allocator()) : alloc_(alloc), buffers_(alloc) {}
   WorkerScratch(const WorkerScratch&) = delete;
   WorkerScratch& operator=(const WorkerScratch&) = delete;
   ~WorkerScratch() {
-    for (void* p : buffers_) std::free(p);
+    for (void* p : buffers_) alloc_.Free(p);
   }
 
-  // Makes every one of num_workers buffers at least `bytes` long. Fails without throwing.
+  // Makes every one of num_workers buffers at least `bytes` long. Fails without throwing; after
+  // a failure the scratch holds no usable buffer (capacity 0) but stays valid, so the next call
+  // simply tries again.
   Status Reserve(int num_workers, size_t bytes) {
     bytes = (bytes + kAlignment - 1) / kAlignment * kAlignment;
     if (bytes == 0) bytes = kAlignment;
     if (static_cast<int>(buffers_.size()) < num_workers) {
-      buffers_.resize(num_workers, nullptr);
+      try {
+        buffers_.resize(num_workers, nullptr);
+      } catch (const std::bad_alloc& e) {
+        return OutOfMemory("per-thread scratch: %s", e.what());
+      }
       capacity_ = 0;  // the new workers have nothing yet
     }
     if (bytes <= capacity_) return Status();
+    capacity_ = 0;
     for (void*& p : buffers_) {
-      std::free(p);
-      p = std::aligned_alloc(kAlignment, bytes);
+      alloc_.Free(p);
+      p = alloc_.Allocate(bytes, kAlignment);
       if (p == nullptr) {
-        capacity_ = 0;
-        return OutOfMemory("could not allocate %zu bytes of per-thread scratch", bytes);
+        char why[128];
+        alloc_.DescribeFailure(bytes, kAlignment, why, sizeof(why));
+        return OutOfMemory("per-thread scratch: %s", why);
       }
     }
     capacity_ = bytes;
@@ -51,7 +59,8 @@ class WorkerScratch {
   }
 
  private:
-  std::vector<void*> buffers_;
+  Allocator alloc_;
+  Vector<void*> buffers_;
   size_t capacity_ = 0;  // bytes every buffer holds
 };
 

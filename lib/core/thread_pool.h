@@ -10,6 +10,8 @@
 #include <type_traits>
 #include <utility>
 
+#include "core/allocator.h"
+
 namespace streamattn {
 
 // A non-owning reference to a callable, cheaper than std::function (no allocation).
@@ -35,8 +37,9 @@ class FunctionRef<R(Args...)> {
 
 class ThreadPool {
  public:
-  // num_threads >= 1 counts the calling thread.
-  static std::unique_ptr<ThreadPool> Create(int num_threads);
+  // num_threads >= 1 counts the calling thread. The pool object comes from `alloc` (throws
+  // AllocationFailure); oneTBB allocates its own arena and threads, on the first ParallelFor.
+  static UniquePtr<ThreadPool> Create(int num_threads, const Allocator& alloc);
   // The number of hardware threads this process may use (its CPU affinity), >= 1.
   static int DefaultNumThreads();
 

@@ -1,17 +1,24 @@
 #include "cpu/cpu_backend.h"
 
+#include <cstdio>
+
 #include "hwy/targets.h"
 
 namespace streamattn {
 
-std::string CompiledSimdTargetNames() {
-  std::string names;
-  for (int64_t bit = 1; bit != 0 && bit <= HWY_SCALAR; bit <<= 1) {
+void CompiledSimdTargetNames(char* text, size_t size) {
+  size_t used = 0;
+  text[0] = '\0';
+  // By index, not by shifting a bit up to the sign: shifting HWY_SCALAR's bit on reached
+  // INT64_MIN, and shifting that is undefined (UBSan stopped every context creation).
+  for (int i = 0; i < 63; ++i) {
+    const int64_t bit = int64_t{1} << i;
     if ((HWY_TARGETS & bit) == 0) continue;
-    if (!names.empty()) names += ' ';
-    names += hwy::TargetName(bit);
+    const int n =
+        std::snprintf(text + used, size - used, "%s%s", used == 0 ? "" : " ", hwy::TargetName(bit));
+    if (n < 0 || static_cast<size_t>(n) >= size - used) return;  // truncated, still terminated
+    used += static_cast<size_t>(n);
   }
-  return names;
 }
 
 }  // namespace streamattn

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "core/allocator.h"
 #include "core/backend.h"
 #include "core/scratch.h"
 #include "core/thread_pool.h"
@@ -18,8 +19,10 @@ namespace streamattn {
 
 class CpuBackend final : public Backend {
  public:
-  // pool and scratch are owned by the context and outlive the backend.
-  CpuBackend(ThreadPool* pool, WorkerScratch* scratch) : pool_(pool), scratch_(scratch) {}
+  // pool and scratch are owned by the context and outlive the backend; alloc is the
+  // context's, for the buffers a call sizes from its arguments.
+  CpuBackend(ThreadPool* pool, WorkerScratch* scratch, const Allocator& alloc)
+      : pool_(pool), scratch_(scratch), alloc_(alloc), split_partials_(alloc) {}
 
   sattn_backend kind() const override { return SATTN_BACKEND_CPU; }
   Status Exp2(const float* x, float* y, int64_t n) override;
@@ -31,7 +34,8 @@ class CpuBackend final : public Backend {
  private:
   ThreadPool* pool_;
   WorkerScratch* scratch_;
-  std::vector<float> split_partials_;  // split-KV partial states, reused across calls
+  Allocator alloc_;
+  Vector<float> split_partials_;  // split-KV partial states, reused across calls
 };
 
 // Splits `items` independent items of `cost_per_item` work units (about a multiply-add each)
@@ -46,8 +50,9 @@ inline int64_t ItemsPerTask(int64_t items, int64_t cost_per_item, int workers) {
 
 // The SIMD target the dispatcher picks on this CPU now ("AVX2", "NEON", ...).
 const char* ChosenSimdTargetName();
-// Every target compiled into this build, best first, separated by spaces.
-std::string CompiledSimdTargetNames();
+// Every target compiled into this build, best first, separated by spaces, into text[size]
+// (no allocation: contexts keep it without touching the heap).
+void CompiledSimdTargetNames(char* text, size_t size);
 
 }  // namespace streamattn
 

@@ -28,7 +28,7 @@ constexpr int64_t kMinWorkItems = 64;
 constexpr int64_t kMinKeysPerChunk = 512;
 
 Status FlashForward(const AttentionArgs& a, ThreadPool* pool, WorkerScratch* scratch,
-                    std::vector<float>* partials) {
+                    Vector<float>* partials) {
   const hn::ScalableTag<float> d;
   const FlashConfig cfg = MakeFlashConfig(d, a);
   SATTN_RETURN_IF_ERROR(scratch->Reserve(pool->NumWorkers(), cfg.total_floats * sizeof(float)));

@@ -134,7 +134,7 @@ Status CpuBackend::Softmax(const SoftmaxArgs& args) {
   const int64_t items = rows * split.parts;
   const int64_t parts_per_task = ItemsPerTask(items, 8 * split.part_len, workers);
   const int64_t tasks = (items + parts_per_task - 1) / parts_per_task;
-  std::vector<ScoreState> parts(items);
+  Vector<ScoreState> parts(items, alloc_);
   pool_->ParallelFor(tasks, [&](int64_t task, int worker) {
     const int64_t end = std::min(items, (task + 1) * parts_per_task);
     for (int64_t item = task * parts_per_task; item < end; ++item) {
@@ -143,7 +143,7 @@ Status CpuBackend::Softmax(const SoftmaxArgs& args) {
           part_state(args.in, row, split.Begin(p), split.End(p), c, scratch_->Get<float>(worker));
     }
   });
-  std::vector<RowFinish> finish(rows);
+  Vector<RowFinish> finish(rows, alloc_);
   for (int64_t row = 0; row < rows; ++row) {
     finish[row] = FinishRow(FoldParts(&parts[row * split.parts], split.parts, c), args.temperature);
   }

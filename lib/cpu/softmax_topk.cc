@@ -154,10 +154,10 @@ Status CpuBackend::SoftmaxTopK(const SoftmaxTopKArgs& args) {
   // k-th best as a bound, so a part rarely starts from an empty threshold.
   const int64_t items = rows * split.parts;
   const int64_t parts_per_task = ItemsPerTask(items, 4 * split.part_len, workers);
-  std::vector<ScoreState> parts(items);
-  std::vector<uint64_t> row_keys(rows * 2 * k);
-  std::vector<size_t> row_counts(rows, 0);
-  std::vector<std::atomic<float>> row_bounds(rows);
+  Vector<ScoreState> parts(items, alloc_);
+  Vector<uint64_t> row_keys(rows * 2 * k, alloc_);
+  Vector<size_t> row_counts(rows, 0, alloc_);
+  Vector<std::atomic<float>> row_bounds(rows, alloc_);
   for (auto& bound : row_bounds) bound.store(kNegInf, std::memory_order_relaxed);
   std::mutex merge_lock;
   auto merge_into_row = [&](int64_t row, CandidateStore& store) {
