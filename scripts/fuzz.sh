@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer targets (tests/fuzz) with clang-14, AddressSanitizer and
+# UndefinedBehaviorSanitizer into ${FUZZ_BUILD_DIR:-build-fuzz}, then runs each for SECONDS
+# (default 60) from its committed seed corpus, printing executions and findings per target.
+# A finding stops the script with the crashing input saved beside the build.
+#
+# Usage: scripts/fuzz.sh [SECONDS] [TARGET...]   (targets: fuzz_attention fuzz_merge_states
+#                                                 fuzz_softmax fuzz_softmax_topk)
+# Reproduce a finding: build-fuzz/tests/fuzz/<target> <saved input>
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+seconds=${1:-60}
+[[ $# -gt 0 ]] && shift
+targets=("$@")
+[[ ${#targets[@]} -gt 0 ]] || targets=(fuzz_attention fuzz_merge_states fuzz_softmax fuzz_softmax_topk)
+build=${FUZZ_BUILD_DIR:-build-fuzz}
+
+scripts/install-deps.sh clang-14 libclang-rt-14-dev
+start=$SECONDS
+cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang-14 \
+  -DCMAKE_CXX_COMPILER=clang++-14 -DSTREAMATTN_FUZZ=ON -DSTREAMATTN_BUILD_TESTS=OFF \
+  -DSTREAMATTN_BUILD_BENCH=OFF >/dev/null
+cmake --build "$build" -j"${JOBS:-2}" --target "${targets[@]}"
+echo "fuzz.sh: built in $((SECONDS - start)) s"
+
+for target in "${targets[@]}"; do
+  # New inputs go to a working corpus in the build tree; the committed seeds stay small.
+  work=$build/corpus/$target
+  log=$build/$target.log
+  mkdir -p "$work"
+  if ! "$build/tests/fuzz/$target" -max_total_time="$seconds" -timeout=30 -rss_limit_mb=4096 \
+      -max_len=2048 -print_final_stats=1 -artifact_prefix="$build/$target-" \
+      "$work" "tests/fuzz/corpus/$target" >"$log" 2>&1; then
+    tail -n 80 "$log"
+    echo "fuzz.sh: $target: FINDING (input saved as $build/$target-*)" >&2
+    exit 1
+  fi
+  execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log")
+  echo "fuzz.sh: $target: $execs executions in $seconds s, 0 findings," \
+    "corpus $(find "$work" -type f | wc -l) inputs"
+done
