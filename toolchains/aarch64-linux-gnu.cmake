@@ -1,18 +1,23 @@
-# Cross-compiling for 64-bit Arm Linux with Debian's cross g++ and the arm64 multiarch
-# development packages (libhwy-dev:arm64, libtbb-dev:arm64, libgtest-dev:arm64). ctest runs the
-# binaries under qemu-user; STREAMATTN_QEMU_CPU picks the emulated core (cortex-a72: NEON,
-# max: SVE2). qemu runs without -L: with -L /usr/aarch64-linux-gnu oneTBB's threads hang.
+# Cross-compiling for 64-bit Arm Linux with Debian's cross g++ (g++-aarch64-linux-gnu) and the
+# arm64 multiarch development packages (libhwy-dev:arm64, libtbb-dev:arm64, libgtest-dev:arm64);
+# scripts/test-arm.sh installs them. Highway compiles NEON (the ARMv8 baseline), SVE, SVE2,
+# SVE_256 and SVE2_128 into every kernel and picks one at run time, so one build runs on any
+# ARMv8 core.
+#
+# ctest (and gtest_discover_tests) run the binaries under qemu-user through qemu-run.sh; the
+# emulated core is chosen when the tests run, with STREAMATTN_QEMU_CPU (cortex-a72: NEON only,
+# max: SVE2; default max). The discovered test lists depend on the core: delete
+# tests/*_tests.cmake in the build directory when switching (scripts/test-arm.sh does).
 set(CMAKE_SYSTEM_NAME Linux)
 set(CMAKE_SYSTEM_PROCESSOR aarch64)
 set(CMAKE_C_COMPILER aarch64-linux-gnu-gcc)
 set(CMAKE_CXX_COMPILER aarch64-linux-gnu-g++)
+# Multiarch: the arm64 packages install into /usr/lib/aarch64-linux-gnu of the host itself, so
+# the library architecture, not a sysroot, is what points find_package at them.
 set(CMAKE_LIBRARY_ARCHITECTURE aarch64-linux-gnu)
-set(CMAKE_FIND_ROOT_PATH /usr/aarch64-linux-gnu /usr/lib/aarch64-linux-gnu)
+set(CMAKE_FIND_ROOT_PATH /usr/aarch64-linux-gnu)
 set(CMAKE_FIND_ROOT_PATH_MODE_PROGRAM NEVER)
 set(CMAKE_FIND_ROOT_PATH_MODE_LIBRARY BOTH)
 set(CMAKE_FIND_ROOT_PATH_MODE_INCLUDE BOTH)
 set(CMAKE_FIND_ROOT_PATH_MODE_PACKAGE BOTH)
-if(NOT DEFINED STREAMATTN_QEMU_CPU)
-  set(STREAMATTN_QEMU_CPU max)
-endif()
-set(CMAKE_CROSSCOMPILING_EMULATOR qemu-aarch64 -cpu ${STREAMATTN_QEMU_CPU})
+set(CMAKE_CROSSCOMPILING_EMULATOR ${CMAKE_CURRENT_LIST_DIR}/qemu-run.sh qemu-aarch64 max)
