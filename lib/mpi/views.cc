@@ -1,0 +1,191 @@
+#include "mpi/views.h"
+
+#include <cinttypes>
+#include <cstdarg>
+#include <cstdio>
+#include <cstring>
+#include <utility>
+
+namespace streamattn {
+namespace mpi {
+
+Error Fail(sattn_status code, const char* format, ...) {
+  Error e;
+  e.code = code;
+  va_list args;
+  va_start(args, format);
+  std::vsnprintf(e.message, sizeof(e.message), format, args);
+  va_end(args);
+  return e;
+}
+
+int64_t ElementSize(int32_t dtype) {
+  switch (dtype) {
+    case SATTN_DTYPE_F32:
+    case SATTN_DTYPE_I32:
+      return 4;
+    case SATTN_DTYPE_F16:
+    case SATTN_DTYPE_BF16:
+      return 2;
+    default:
+      return 0;
+  }
+}
+
+namespace {
+
+const char* DTypeName(int32_t dtype) {
+  switch (dtype) {
+    case SATTN_DTYPE_F32:
+      return "f32";
+    case SATTN_DTYPE_F16:
+      return "f16";
+    case SATTN_DTYPE_BF16:
+      return "bf16";
+    case SATTN_DTYPE_I32:
+      return "i32";
+    default:
+      return "unknown";
+  }
+}
+
+}  // namespace
+
+int64_t NumElements(const sattn_tensor& t) {
+  int64_t n = 1;
+  for (int i = 0; i < t.ndim; ++i) n *= t.shape[i];
+  return n;
+}
+
+Error CheckView(const sattn_tensor* t, const char* name, int32_t ndim, bool float_only,
+                int32_t dtype) {
+  if (t == nullptr) return Fail(SATTN_ERR_INVALID_ARGUMENT, "%s must not be NULL", name);
+  if (t->ndim != ndim) {
+    return Fail(SATTN_ERR_INVALID_ARGUMENT, "%s.ndim=%d must be %d", name, t->ndim, ndim);
+  }
+  for (int i = 0; i < ndim; ++i) {
+    if (t->shape[i] < 1) {
+      return Fail(SATTN_ERR_INVALID_ARGUMENT, "%s.shape[%d]=%" PRId64 " must be >= 1", name, i,
+                  t->shape[i]);
+    }
+  }
+  if (t->device != SATTN_DEVICE_CPU) {
+    return Fail(SATTN_ERR_INVALID_ARGUMENT, "%s.device=%d must be the CPU for MPI", name,
+                t->device);
+  }
+  if (t->data == nullptr) return Fail(SATTN_ERR_INVALID_ARGUMENT, "%s.data must not be NULL", name);
+  const bool is_float =
+      t->dtype == SATTN_DTYPE_F32 || t->dtype == SATTN_DTYPE_F16 || t->dtype == SATTN_DTYPE_BF16;
+  if (float_only ? !is_float : t->dtype != dtype) {
+    return Fail(SATTN_ERR_INVALID_ARGUMENT, "%s.dtype=%s (%d) must be %s", name,
+                DTypeName(t->dtype), t->dtype, float_only ? "f32, f16 or bf16" : DTypeName(dtype));
+  }
+  return Error();
+}
+
+Error CheckExtent(const sattn_tensor& t, const char* name, int dim, int64_t want,
+                  const char* what) {
+  if (t.shape[dim] == want) return Error();
+  return Fail(SATTN_ERR_INVALID_ARGUMENT, "%s.shape[%d]=%" PRId64 " must equal %" PRId64 " (%s)",
+              name, dim, t.shape[dim], want, what);
+}
+
+Error CheckNoSelfOverlap(const sattn_tensor& t, const char* name) {
+  int order[SATTN_MAX_NDIM];
+  int count = 0;
+  for (int i = 0; i < t.ndim; ++i) {
+    if (t.shape[i] > 1) order[count++] = i;
+  }
+  auto abs_stride = [&](int i) { return t.strides[i] < 0 ? -t.strides[i] : t.strides[i]; };
+  for (int k = 1; k < count; ++k) {
+    for (int j = k; j > 0 && abs_stride(order[j]) < abs_stride(order[j - 1]); --j) {
+      std::swap(order[j], order[j - 1]);
+    }
+  }
+  int64_t covered = 1;
+  for (int k = 0; k < count; ++k) {
+    const int i = order[k];
+    if (abs_stride(i) < covered) {
+      return Fail(SATTN_ERR_INVALID_ARGUMENT,
+                  "%s.strides[%d]=%" PRId64 " makes the output overlap itself", name, i,
+                  t.strides[i]);
+    }
+    covered = abs_stride(i) * (t.shape[i] - 1) + covered;
+  }
+  return Error();
+}
+
+namespace {
+
+// The bytes [lo, hi) a view touches.
+std::pair<uintptr_t, uintptr_t> ByteRange(const sattn_tensor& t) {
+  const int64_t size = ElementSize(t.dtype);
+  int64_t lo = 0, hi = size;
+  for (int i = 0; i < t.ndim; ++i) {
+    const int64_t span = t.strides[i] * (t.shape[i] - 1) * size;
+    (span < 0 ? lo : hi) += span;
+  }
+  const uintptr_t base = reinterpret_cast<uintptr_t>(t.data);
+  return {base + lo, base + hi};
+}
+
+bool IsIdentical(const sattn_tensor& a, const sattn_tensor& b) {
+  if (a.data != b.data || a.dtype != b.dtype || a.ndim != b.ndim) return false;
+  for (int i = 0; i < a.ndim; ++i) {
+    if (a.shape[i] != b.shape[i] || (a.shape[i] > 1 && a.strides[i] != b.strides[i])) {
+      return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+Error CheckNoOverlap(const sattn_tensor& out, const char* out_name, const sattn_tensor& in,
+                     const char* in_name, bool allow_identical) {
+  if (allow_identical && IsIdentical(out, in)) return Error();
+  const auto a = ByteRange(out);
+  const auto b = ByteRange(in);
+  if (a.second <= b.first || b.second <= a.first) return Error();
+  return Fail(SATTN_ERR_INVALID_ARGUMENT, "%s overlaps %s in memory%s", out_name, in_name,
+              allow_identical ? " without being the identical view" : "");
+}
+
+sattn_tensor Slice(const sattn_tensor& t, int dim, int64_t begin, int64_t count) {
+  sattn_tensor s = t;
+  s.data = static_cast<char*>(t.data) + begin * t.strides[dim] * ElementSize(t.dtype);
+  s.shape[dim] = count;
+  return s;
+}
+
+void* ElementAt(const sattn_tensor& t, const int64_t* index) {
+  int64_t offset = 0;
+  for (int i = 0; i < t.ndim; ++i) offset += index[i] * t.strides[i];
+  return static_cast<char*>(t.data) + offset * ElementSize(t.dtype);
+}
+
+bool IsContiguous(const sattn_tensor& t) {
+  int64_t expected = 1;
+  for (int i = t.ndim - 1; i >= 0; --i) {
+    if (t.shape[i] > 1 && t.strides[i] != expected) return false;
+    expected *= t.shape[i];
+  }
+  return true;
+}
+
+void PackContiguous(const sattn_tensor& t, void* dst) {
+  const int64_t size = ElementSize(t.dtype);
+  const int64_t total = NumElements(t);
+  int64_t index[SATTN_MAX_NDIM] = {0, 0, 0, 0};
+  char* out = static_cast<char*>(dst);
+  for (int64_t n = 0; n < total; ++n) {
+    std::memcpy(out + n * size, ElementAt(t, index), size);
+    for (int d = t.ndim - 1; d >= 0; --d) {
+      if (++index[d] < t.shape[d]) break;
+      index[d] = 0;
+    }
+  }
+}
+
+}  // namespace mpi
+}  // namespace streamattn
