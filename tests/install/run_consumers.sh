@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Installs a built streamattn into a fresh prefix and uses it the two ways a downstream project
+# would, then checks what the install tree promises:
+#   1. a CMake project: find_package(streamattn) + streamattn::streamattn (cmake_consumer/),
+#   2. a C99 program compiled with nothing but `pkg-config --cflags --libs streamattn`
+#      (pkgconfig_consumer/), strict warnings as errors,
+#   3. the library's SONAME, that it exports only sattn_*, and the installed tool.
+# Usage: run_consumers.sh BUILD_DIR WORK_DIR   (WORK_DIR is emptied first; ctest passes both,
+# and CC, CFLAGS, CXXFLAGS, LDFLAGS and CMAKE_CXX_COMPILER from the build being tested)
+set -euo pipefail
+build=$(cd "$1" && pwd)
+work=$2
+here=$(cd "$(dirname "$0")" && pwd)
+rm -rf "$work" && mkdir -p "$work"
+work=$(cd "$work" && pwd)
+prefix=$work/prefix
+
+echo "== cmake --install into $prefix"
+cmake --install "$build" --prefix "$prefix" >"$work/install.log"
+libdir=$(dirname "$(find "$prefix" -name 'libstreamattn.so.*.*.*' | head -n 1)")
+
+echo "== SONAME and exported symbols"
+soname=$(readelf -d "$libdir/libstreamattn.so" | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p')
+echo "   SONAME $soname"
+[[ $soname =~ ^libstreamattn\.so\.[0-9]+$ ]] || { echo "bad SONAME '$soname'" >&2; exit 1; }
+[[ -e $libdir/$soname ]] || { echo "no $soname link in $libdir" >&2; exit 1; }
+others=$(nm -D --defined-only "$libdir/libstreamattn.so" | awk '$2 ~ /[TDBRVW]/ {print $3}' |
+  grep -v '^sattn_' || true)
+[[ -z $others ]] || { echo "exported beyond sattn_*: $others" >&2; exit 1; }
+
+echo "== CMake consumer: find_package(streamattn)"
+# CMake reads CXXFLAGS and LDFLAGS from the environment for a new build tree.
+cmake -S "$here/cmake_consumer" -B "$work/cmake_consumer" -DCMAKE_PREFIX_PATH="$prefix" \
+  -DCMAKE_BUILD_TYPE=Release ${CMAKE_CXX_COMPILER:+-DCMAKE_CXX_COMPILER="$CMAKE_CXX_COMPILER"} \
+  >"$work/cmake_consumer.log"
+cmake --build "$work/cmake_consumer" >>"$work/cmake_consumer.log"
+"$work/cmake_consumer/consumer"  # CMake's build RPATH points at the install tree
+
+echo "== pkg-config consumer: C99, -Wall -Wextra -Werror -pedantic"
+export PKG_CONFIG_PATH=$libdir/pkgconfig
+flags=$(pkg-config --cflags --libs streamattn)
+echo "   pkg-config --cflags --libs streamattn: $flags"
+# shellcheck disable=SC2086  # flag lists, split on purpose
+"${CC:-cc}" -std=c99 -Wall -Wextra -Werror -pedantic ${CFLAGS:-} "$here/pkgconfig_consumer/main.c" \
+  $flags ${LDFLAGS:-} -o "$work/c_consumer"
+LD_LIBRARY_PATH=$libdir "$work/c_consumer"
+
+echo "== installed tool"
+if [[ -x $prefix/bin/streamattn ]]; then
+  info=$("$prefix/bin/streamattn" info)  # its RPATH finds the library in the prefix
+  echo "   ${info%%$'\n'*}"
+fi
+echo "install consumers: all passed"
