@@ -333,6 +333,13 @@ std::vector<Malformed> Matrix() {
          c.dense.v_view.strides[0] = kHuge;
          return c.Dense();
        }},
+      // Found by fuzz_softmax: the lowest offset overflowed before the span was checked.
+      {"attention: negative byte span overflows int64", kInvalid, "v spans more bytes than int64",
+       [](Calls& c) {
+         c.dense.v_view.strides[0] = -kHuge;
+         c.dense.v_view.shape[0] = 240;
+         return c.Dense();
+       }},
       {"attention: negative stride wrapping the address space", kInvalid,
        "k: its negative strides or extent wrap around",
        [](Calls& c) {

@@ -86,12 +86,18 @@ Status ValidateTensor(const sattn_tensor* view, const char* name, int rank, Tens
     }
   }
   const int64_t span = ElementSpan(t);
-  const int64_t lowest = LowestOffset(t);  // cannot overflow when the span does not
   int64_t span_bytes, lowest_bytes;
-  if (span < 0 || __builtin_mul_overflow(span + 1, DTypeSize(t.dtype), &span_bytes) ||
-      __builtin_mul_overflow(lowest, DTypeSize(t.dtype), &lowest_bytes)) {
+  const auto too_large = [&] {
     return InvalidArgument("%s spans more bytes than int64 can count (shape x strides overflow)",
                            name);
+  };
+  if (span < 0) return too_large();
+  // Only now: each negative term of the lowest offset is bounded by the span (the fuzzer found
+  // the overflow when this ran before the span was known to fit).
+  const int64_t lowest = LowestOffset(t);
+  if (__builtin_mul_overflow(span + 1, DTypeSize(t.dtype), &span_bytes) ||
+      __builtin_mul_overflow(lowest, DTypeSize(t.dtype), &lowest_bytes)) {
+    return too_large();
   }
   const uintptr_t base = reinterpret_cast<uintptr_t>(view->data);
   if (static_cast<uintptr_t>(-lowest_bytes) > base ||
