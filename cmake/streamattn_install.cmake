@@ -53,6 +53,12 @@ configure_file(${CMAKE_CURRENT_LIST_DIR}/streamattn.pc.in ${PROJECT_BINARY_DIR}/
   @ONLY)
 install(FILES ${PROJECT_BINARY_DIR}/streamattn.pc DESTINATION ${pc_dir} COMPONENT Development)
 
+# The CUDA plugin goes beside the library, where the library looks for it at run time. A MODULE,
+# not part of the exported CMake package: nothing links it.
+if(TARGET streamattn_cuda)
+  install(TARGETS streamattn_cuda LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT Runtime)
+endif()
+
 # The tool finds the library beside it in the prefix, wherever the prefix is.
 if(TARGET streamattn_tool)
   set_target_properties(streamattn_tool PROPERTIES INSTALL_RPATH "\$ORIGIN/../${CMAKE_INSTALL_LIBDIR}")

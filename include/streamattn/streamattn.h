@@ -94,8 +94,12 @@ SATTN_API sattn_tensor sattn_tensor_contiguous(void* data, sattn_dtype dtype, in
 
 /* ------------------------------------------------------------------ contexts */
 
+/* The environment variable STREAMATTN_BACKEND=cpu|cuda|auto, when set, overrides the option;
+ * STREAMATTN_CUDA_PLUGIN names the CUDA plugin to load (default: libstreamattn_cuda.so in the
+ * directory libstreamattn was loaded from). A CUDA context computes calls on device tensors on
+ * the GPU and calls on host tensors on the CPU; one call never mixes the two. */
 typedef enum sattn_backend {
-  SATTN_BACKEND_AUTO = 0, /* CUDA when a usable GPU is present, else the CPU */
+  SATTN_BACKEND_AUTO = 0, /* CUDA when the plugin loads and sees a GPU, else the CPU */
   SATTN_BACKEND_CPU = 1,
   SATTN_BACKEND_CUDA = 2
 } sattn_backend;
@@ -150,6 +154,16 @@ typedef struct sattn_context_info {
 
 /* Fills `info` (up to info->struct_size bytes). The strings live as long as the context. */
 SATTN_API sattn_status sattn_context_get_info(const sattn_context* ctx, sattn_context_info* info);
+
+/* The CUDA stream (a cudaStream_t, passed as void* so this header needs no CUDA) on which the
+ * context's calls on device tensors run, in order with the caller's other work on it; NULL, the
+ * default, is CUDA's default stream. The stream must belong to the device the tensors live on
+ * and outlive its use. Kernels are queued on it and the call returns without waiting for them,
+ * except that a call whose seqused_k, block_table, ALiBi slopes or sinks live on the device
+ * first waits for the stream to copy those (small) tensors to the host for validation; keep
+ * them on the host to avoid that wait. Returns SATTN_ERR_BACKEND_UNAVAILABLE, and changes
+ * nothing, on a context that does not run on CUDA (see sattn_context_info.backend). */
+SATTN_API sattn_status sattn_context_set_cuda_stream(sattn_context* ctx, void* stream);
 
 /* ------------------------------------------------------------------ elementwise */
 

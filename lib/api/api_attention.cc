@@ -6,6 +6,7 @@
 
 #include "api/api_checks.h"
 #include "api/api_guard.h"
+#include "api/cuda_backend.h"
 #include "core/attention_args.h"
 
 namespace streamattn {
@@ -14,11 +15,33 @@ namespace {
 constexpr size_t kAttentionOptionsV1Size = sizeof(sattn_attention_options);
 constexpr int64_t kMaxHeadDim = 256;
 
+// A validated call: its arguments and the device they live on.
+struct Call {
+  explicit Call(sattn_context* c) : ctx(c), device(c), a(c->allocator), host_copy(c->allocator) {}
+  sattn_context* ctx;
+  CallDevice device;
+  AttentionArgs a;
+  Vector<unsigned char> host_copy;  // option values copied from the device to be checked
+};
+
+// Option values the checks must read (seqused_k, block_table, slopes, sinks): the view itself
+// on the host; a host copy when it lives on the device (one transfer, which waits for the
+// context's stream: see sattn_context_set_cuda_stream).
+Status HostReadable(Call* call, const Tensor& t, const char* name, Tensor* host) {
+  if (t.device != SATTN_DEVICE_CUDA) {
+    *host = t;
+    return Status();
+  }
+  return static_cast<const CudaBackend*>(call->ctx->cuda.get())
+      ->CopyToHost(t, name, &call->host_copy, host);
+}
+
 // A [heads_q] float32 vector option (ALiBi slopes, sinks), copied out.
-Status ReadPerHeadVector(const sattn_context* ctx, const sattn_tensor* view, const char* name,
-                         int64_t heads_q, bool allow_minus_infinity, Vector<float>* out) {
-  Tensor t;
-  SATTN_RETURN_IF_ERROR(ValidateOnDevice(ctx, view, name, 1, &t));
+Status ReadPerHeadVector(Call* call, const sattn_tensor* view, const char* name, int64_t heads_q,
+                         bool allow_minus_infinity, Vector<float>* out) {
+  Tensor device_view, t;
+  SATTN_RETURN_IF_ERROR(ValidateOnDevice(&call->device, view, name, 1, &device_view));
+  SATTN_RETURN_IF_ERROR(HostReadable(call, device_view, name, &t));
   SATTN_RETURN_IF_ERROR(CheckDType(t, name, DType::kF32));
   if (t.dim(0) != heads_q) {
     return InvalidArgument("%s.shape[0]=%" PRId64 " must equal heads_q=%" PRId64, name, t.dim(0),
@@ -56,8 +79,10 @@ Status CheckMask(const AttentionArgs& a, const Tensor& mask) {
 }
 
 // The paged layout: block_table [batch, max_pages] int32 and k, v [num_pages, page_size, ...].
-Status ReadBlockTable(const sattn_context* ctx, const sattn_tensor* view, AttentionArgs* a) {
-  SATTN_RETURN_IF_ERROR(ValidateOnDevice(ctx, view, "options->block_table", 2, &a->block_table));
+Status ReadBlockTable(Call* call, const sattn_tensor* view) {
+  AttentionArgs* a = &call->a;
+  SATTN_RETURN_IF_ERROR(
+      ValidateOnDevice(&call->device, view, "options->block_table", 2, &a->block_table));
   SATTN_RETURN_IF_ERROR(CheckDType(a->block_table, "options->block_table", DType::kI32));
   SATTN_RETURN_IF_ERROR(CheckSameExtent(a->block_table, "options->block_table", 0, a->q, "q", 0));
   SATTN_RETURN_IF_ERROR(CheckSameExtent(a->v, "v", 0, a->k, "k", 0));
@@ -71,10 +96,13 @@ Status ReadBlockTable(const sattn_context* ctx, const sattn_tensor* view, Attent
 }
 
 // seqused_k [batch] int32, each in [0, seq_k]; then every block-table entry of a used page.
-Status ReadKeyCounts(const sattn_context* ctx, const sattn_tensor* view, AttentionArgs* a) {
+Status ReadKeyCounts(Call* call, const sattn_tensor* view) {
+  AttentionArgs* a = &call->a;
   if (view != nullptr) {
     Tensor t;
-    SATTN_RETURN_IF_ERROR(ValidateOnDevice(ctx, view, "options->seqused_k", 1, &t));
+    SATTN_RETURN_IF_ERROR(
+        ValidateOnDevice(&call->device, view, "options->seqused_k", 1, &a->seqused_k_view));
+    SATTN_RETURN_IF_ERROR(HostReadable(call, a->seqused_k_view, "options->seqused_k", &t));
     SATTN_RETURN_IF_ERROR(CheckDType(t, "options->seqused_k", DType::kI32));
     SATTN_RETURN_IF_ERROR(CheckSameExtent(t, "options->seqused_k", 0, a->q, "q", 0));
     a->seqused_k.resize(a->batch);
@@ -89,11 +117,13 @@ Status ReadKeyCounts(const sattn_context* ctx, const sattn_tensor* view, Attenti
     }
   }
   if (!a->paged) return Status();
+  Tensor table;
+  SATTN_RETURN_IF_ERROR(HostReadable(call, a->block_table, "options->block_table", &table));
   const int64_t num_pages = a->k.dim(0);
   for (int64_t b = 0; b < a->batch; ++b) {
     const int64_t pages_used = (a->SeqK(b) + a->page_size - 1) / a->page_size;
     for (int64_t j = 0; j < pages_used; ++j) {
-      const int32_t page = *a->block_table.At<const int32_t>(b, j);
+      const int32_t page = *table.At<const int32_t>(b, j);
       if (page < 0 || page >= num_pages) {
         return InvalidArgument("options->block_table[%" PRId64 ", %" PRId64
                                "]=%d must be in [0, %" PRId64 ") (k.shape[0], the page count)",
@@ -104,8 +134,8 @@ Status ReadKeyCounts(const sattn_context* ctx, const sattn_tensor* view, Attenti
   return Status();
 }
 
-Status ReadOptionsInto(const sattn_context* ctx, const sattn_attention_options& o,
-                       AttentionArgs* a) {
+Status ReadOptionsInto(Call* call, const sattn_attention_options& o) {
+  AttentionArgs* a = &call->a;
   if (!std::isfinite(o.scale)) return InvalidArgument("options->scale=%g must be finite", o.scale);
   a->scale = o.scale != 0.0f ? o.scale : 1.0f / std::sqrt(static_cast<float>(a->head_dim));
   if (!(o.softcap >= 0.0f) || std::isinf(o.softcap)) {
@@ -126,16 +156,16 @@ Status ReadOptionsInto(const sattn_context* ctx, const sattn_attention_options& 
   }
   if (o.causal) a->window_right = a->window_right < 0 ? 0 : std::min<int64_t>(a->window_right, 0);
   if (o.alibi_slopes != nullptr) {
-    SATTN_RETURN_IF_ERROR(ReadPerHeadVector(ctx, o.alibi_slopes, "options->alibi_slopes",
+    SATTN_RETURN_IF_ERROR(ReadPerHeadVector(call, o.alibi_slopes, "options->alibi_slopes",
                                             a->heads_q, false, &a->alibi_slopes));
   }
   if (o.sinks != nullptr) {
     SATTN_RETURN_IF_ERROR(
-        ReadPerHeadVector(ctx, o.sinks, "options->sinks", a->heads_q, true, &a->sinks));
+        ReadPerHeadVector(call, o.sinks, "options->sinks", a->heads_q, true, &a->sinks));
   }
-  SATTN_RETURN_IF_ERROR(ReadKeyCounts(ctx, o.seqused_k, a));
+  SATTN_RETURN_IF_ERROR(ReadKeyCounts(call, o.seqused_k));
   if (o.mask != nullptr) {
-    SATTN_RETURN_IF_ERROR(ValidateOnDevice(ctx, o.mask, "options->mask", 4, &a->mask));
+    SATTN_RETURN_IF_ERROR(ValidateOnDevice(&call->device, o.mask, "options->mask", 4, &a->mask));
     SATTN_RETURN_IF_ERROR(CheckMask(*a, a->mask));
     a->has_mask = true;
   }
@@ -224,22 +254,24 @@ Status Attention(sattn_context* ctx, const sattn_tensor* q, const sattn_tensor* 
                  const sattn_attention_options* options) {
   SATTN_RETURN_IF_ERROR(CheckContext(ctx));
   const ContextLock hold(ctx->call_mutex);
-  AttentionArgs a(ctx->allocator);
-  SATTN_RETURN_IF_ERROR(ValidateOnDevice(ctx, q, "q", 4, &a.q));
-  SATTN_RETURN_IF_ERROR(ValidateOnDevice(ctx, k, "k", 4, &a.k));
-  SATTN_RETURN_IF_ERROR(ValidateOnDevice(ctx, v, "v", 4, &a.v));
-  SATTN_RETURN_IF_ERROR(ValidateOnDevice(ctx, out, "out", 4, &a.out));
+  Call call(ctx);
+  AttentionArgs& a = call.a;
+  CallDevice* device = &call.device;
+  SATTN_RETURN_IF_ERROR(ValidateOnDevice(device, q, "q", 4, &a.q));
+  SATTN_RETURN_IF_ERROR(ValidateOnDevice(device, k, "k", 4, &a.k));
+  SATTN_RETURN_IF_ERROR(ValidateOnDevice(device, v, "v", 4, &a.v));
+  SATTN_RETURN_IF_ERROR(ValidateOnDevice(device, out, "out", 4, &a.out));
   if (lse != nullptr) {
-    SATTN_RETURN_IF_ERROR(ValidateOnDevice(ctx, lse, "lse", 3, &a.lse));
+    SATTN_RETURN_IF_ERROR(ValidateOnDevice(device, lse, "lse", 3, &a.lse));
     a.has_lse = true;
   }
   sattn_attention_options o{};
   SATTN_RETURN_IF_ERROR(ReadOptions(options, "options", kAttentionOptionsV1Size, &o));
-  if (o.block_table != nullptr) SATTN_RETURN_IF_ERROR(ReadBlockTable(ctx, o.block_table, &a));
+  if (o.block_table != nullptr) SATTN_RETURN_IF_ERROR(ReadBlockTable(&call, o.block_table));
   SATTN_RETURN_IF_ERROR(CheckShapes(&a));
-  SATTN_RETURN_IF_ERROR(ReadOptionsInto(ctx, o, &a));
+  SATTN_RETURN_IF_ERROR(ReadOptionsInto(&call, o));
   SATTN_RETURN_IF_ERROR(CheckAliasing(a));
-  return ctx->active->Attention(a);
+  return device->backend(ctx)->Attention(a);
 }
 
 }  // namespace

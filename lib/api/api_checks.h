@@ -1,4 +1,4 @@
-// Argument checks shared by the entry points: the context, devices, and the dtype of lse views.
+// Argument checks shared by the entry points: the context, the device of a call, dtypes.
 #ifndef STREAMATTN_API_API_CHECKS_H_
 #define STREAMATTN_API_API_CHECKS_H_
 
@@ -18,15 +18,57 @@ inline Status CheckContext(const sattn_context* ctx) {
 // Taken by every call on a context, for the whole call (see sattn_context::call_mutex).
 using ContextLock = std::lock_guard<std::mutex>;
 
-// Every tensor of a call must live where the context's backend computes.
-inline Status CheckOnBackendDevice(const sattn_context* ctx, const Tensor& t, const char* name) {
-  const int32_t expected =
-      ctx->active->kind() == SATTN_BACKEND_CUDA ? SATTN_DEVICE_CUDA : SATTN_DEVICE_CPU;
-  if (t.device == expected) return Status();
-  return InvalidArgument("%s.device=%s but this context runs on the %s backend", name,
-                         t.device == SATTN_DEVICE_CUDA ? "cuda" : "cpu",
-                         expected == SATTN_DEVICE_CUDA ? "cuda" : "cpu");
-}
+// The device of a call: that of its first tensor, which every other tensor must share (one call
+// never mixes host and device memory). Device tensors need a context with a CUDA backend; host
+// tensors run on the CPU backend whatever the context (a CUDA context owns one too).
+class CallDevice {
+ public:
+  explicit CallDevice(const sattn_context* ctx) : ctx_(ctx) {}
+
+  Status Check(const Tensor& t, const char* name) {
+    if (t.device == SATTN_DEVICE_CUDA && ctx_->cuda == nullptr) {
+      return InvalidArgument("%s.device=cuda but this context runs on the cpu backend (%s)", name,
+                             ctx_->cuda_availability);
+    }
+    if (first_ == nullptr) {
+      first_ = name;
+      device_ = t.device;
+      index_ = t.device_index;
+      return Status();
+    }
+    if (t.device != device_) {
+      return InvalidArgument(
+          "%s.device=%s but %s.device=%s: one call cannot mix host and device "
+          "tensors",
+          name, DeviceName(t.device), first_, DeviceName(device_));
+    }
+    if (t.device_index != index_) {
+      return InvalidArgument(
+          "%s.device_index=%d but %s.device_index=%d: one call runs on one "
+          "device",
+          name, t.device_index, first_, index_);
+    }
+    return Status();
+  }
+
+  bool on_cuda() const { return device_ == SATTN_DEVICE_CUDA; }
+  int32_t device_index() const { return index_; }
+
+  // The backend that computes this call.
+  Backend* backend(sattn_context* ctx) const {
+    return on_cuda() ? ctx->cuda.get() : ctx->cpu.get();
+  }
+
+ private:
+  static const char* DeviceName(int32_t device) {
+    return device == SATTN_DEVICE_CUDA ? "cuda" : "cpu";
+  }
+
+  const sattn_context* ctx_;
+  const char* first_ = nullptr;
+  int32_t device_ = SATTN_DEVICE_CPU;
+  int32_t index_ = 0;
+};
 
 inline Status CheckDType(const Tensor& t, const char* name, DType expected) {
   if (t.dtype == expected) return Status();
@@ -39,11 +81,11 @@ inline Status CheckFloatDType(const Tensor& t, const char* name) {
   return InvalidArgument("%s.dtype=%s must be f32, f16 or bf16", name, DTypeName(t.dtype));
 }
 
-// Validates a view of the given rank on the context's device.
-inline Status ValidateOnDevice(const sattn_context* ctx, const sattn_tensor* view, const char* name,
+// Validates a view of the given rank on the call's device.
+inline Status ValidateOnDevice(CallDevice* call, const sattn_tensor* view, const char* name,
                                int rank, Tensor* out) {
   SATTN_RETURN_IF_ERROR(ValidateTensor(view, name, rank, out));
-  return CheckOnBackendDevice(ctx, *out, name);
+  return call->Check(*out, name);
 }
 
 }  // namespace streamattn

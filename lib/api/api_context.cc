@@ -1,10 +1,14 @@
 // Context lifetime, backend choice and introspection.
 #include <cstddef>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <new>
 
 #include "api/api_guard.h"
 #include "api/context.h"
+#include "api/cuda_backend.h"
+#include "api/cuda_plugin.h"
 #include "cpu/cpu_backend.h"
 
 namespace streamattn {
@@ -16,8 +20,29 @@ constexpr size_t kContextOptionsV2Size = sizeof(sattn_context_options);
 constexpr size_t kContextInfoV1Size = sizeof(sattn_context_info);
 constexpr int kMaxThreads = 4096;
 
-constexpr const char* kCudaUnavailable =
-    "unavailable: this build of streamattn has no CUDA backend";
+// The backend asked for: STREAMATTN_BACKEND when set, else options->backend. `source` names
+// where the choice came from, for messages.
+Status RequestedBackend(int32_t option, int32_t* backend, const char** source) {
+  *backend = option;
+  *source = "options->backend";
+  const char* env = std::getenv("STREAMATTN_BACKEND");
+  if (env == nullptr || env[0] == '\0') return Status();
+  if (std::strcmp(env, "auto") == 0) {
+    *backend = SATTN_BACKEND_AUTO;
+  } else if (std::strcmp(env, "cpu") == 0) {
+    *backend = SATTN_BACKEND_CPU;
+  } else if (std::strcmp(env, "cuda") == 0) {
+    *backend = SATTN_BACKEND_CUDA;
+  } else {
+    return InvalidArgument("environment: STREAMATTN_BACKEND=%.64s must be cpu, cuda or auto", env);
+  }
+  *source = "STREAMATTN_BACKEND";
+  return Status();
+}
+
+const char* BackendName(int32_t backend) {
+  return backend == SATTN_BACKEND_CPU ? "cpu" : backend == SATTN_BACKEND_CUDA ? "cuda" : "auto";
+}
 
 // Contexts live in memory from their own allocator: destroyed in place, then freed through a
 // copy of it.
@@ -59,8 +84,14 @@ Status CreateContext(const sattn_context_options* user, sattn_context** out) {
         "both be NULL",
         options.alloc_fn != nullptr ? "set" : "NULL", options.free_fn != nullptr ? "set" : "NULL");
   }
-  if (options.backend == SATTN_BACKEND_CUDA) {
-    return BackendUnavailable("options->backend=cuda: the CUDA backend is %s", kCudaUnavailable);
+  int32_t requested = SATTN_BACKEND_AUTO;
+  const char* source = "";
+  SATTN_RETURN_IF_ERROR(RequestedBackend(options.backend, &requested, &source));
+  // An explicit cpu never loads the plugin (a way to keep CUDA out of the process entirely).
+  const CudaPluginStatus* cuda = requested == SATTN_BACKEND_CPU ? nullptr : &FindCudaPlugin();
+  if (requested == SATTN_BACKEND_CUDA && cuda->plugin == nullptr) {
+    return BackendUnavailable("%s=cuda: the CUDA backend is unavailable: %s", source,
+                              cuda->reason.c_str());
   }
   // oneTBB will not run more threads than the process may use, so a larger request is capped
   // (and reported as such by sattn_context_get_info) rather than silently not honoured.
@@ -80,12 +111,26 @@ Status CreateContext(const sattn_context_options* user, sattn_context** out) {
   ctx->pool = ThreadPool::Create(options.num_threads, alloc);
   ctx->cpu = MakeUnique<CpuBackend>(alloc, ctx->pool.get(), &ctx->scratch, alloc);
   ctx->active = ctx->cpu.get();
-  ctx->backend_reason = options.backend == SATTN_BACKEND_CPU
-                            ? "cpu: requested by options->backend"
-                            : "cpu: auto, and no GPU backend is available";
+  if (cuda == nullptr) {
+    std::snprintf(ctx->backend_reason, sizeof(ctx->backend_reason), "cpu: requested by %s", source);
+    std::snprintf(ctx->cuda_availability, sizeof(ctx->cuda_availability),
+                  "not checked: the cpu backend was requested by %s", source);
+  } else if (cuda->plugin == nullptr) {
+    std::snprintf(ctx->backend_reason, sizeof(ctx->backend_reason),
+                  "cpu: %s=auto, and CUDA is unavailable: %s", source, cuda->reason.c_str());
+    std::snprintf(ctx->cuda_availability, sizeof(ctx->cuda_availability), "unavailable: %s",
+                  cuda->reason.c_str());
+  } else {
+    ctx->cuda = MakeUnique<CudaBackend>(alloc, cuda->plugin, &ctx->cuda_stream, alloc);
+    ctx->active = ctx->cuda.get();
+    std::snprintf(ctx->backend_reason, sizeof(ctx->backend_reason),
+                  "cuda: %s=%s, %s; host tensors run on the cpu", source, BackendName(requested),
+                  cuda->reason.c_str());
+    std::snprintf(ctx->cuda_availability, sizeof(ctx->cuda_availability), "available: %s",
+                  cuda->reason.c_str());
+  }
   ctx->simd_target = ChosenSimdTargetName();
   CompiledSimdTargetNames(ctx->compiled_targets, sizeof(ctx->compiled_targets));
-  ctx->cuda_availability = kCudaUnavailable;
   *out = ctx.release();
   return Status();
 }
@@ -148,6 +193,20 @@ SATTN_API sattn_status sattn_context_destroy(sattn_context* ctx) {
 
 SATTN_API sattn_status sattn_context_get_info(const sattn_context* ctx, sattn_context_info* info) {
   return streamattn::RunGuarded([&] { return streamattn::GetInfo(ctx, info); });
+}
+
+SATTN_API sattn_status sattn_context_set_cuda_stream(sattn_context* ctx, void* stream) {
+  return streamattn::RunGuarded([&] {
+    if (ctx == nullptr) return streamattn::InvalidArgument("ctx must not be NULL");
+    const std::lock_guard<std::mutex> hold(ctx->call_mutex);
+    if (ctx->cuda == nullptr) {
+      return streamattn::BackendUnavailable(
+          "sattn_context_set_cuda_stream: this context runs on the cpu backend (%s)",
+          ctx->backend_reason);
+    }
+    ctx->cuda_stream = stream;
+    return streamattn::Status();
+  });
 }
 
 }  // extern "C"

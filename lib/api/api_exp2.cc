@@ -23,7 +23,7 @@ Status Exp2(sattn_context* ctx, const float* x, float* y, int64_t n) {
   if (xb != yb && xb < yb + bytes && yb < xb + bytes) {
     return InvalidArgument("y overlaps x without being equal to it (in-place needs y == x)");
   }
-  return ctx->active->Exp2(x, y, n);
+  return ctx->cpu->Exp2(x, y, n);  // host arrays, whatever the context
 }
 
 }  // namespace

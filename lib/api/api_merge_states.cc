@@ -36,14 +36,15 @@ Status MergeStates(sattn_context* ctx, int32_t num_parts, const sattn_tensor* o_
   if (num_parts > 0 && o_parts == nullptr) return InvalidArgument("o_parts must not be NULL");
   if (num_parts > 0 && lse_parts == nullptr) return InvalidArgument("lse_parts must not be NULL");
 
+  CallDevice call(ctx);
   MergeStatesArgs args;
   args.num_parts = num_parts;
-  SATTN_RETURN_IF_ERROR(ValidateOnDevice(ctx, out_view, "out", 4, &args.out));
+  SATTN_RETURN_IF_ERROR(ValidateOnDevice(&call, out_view, "out", 4, &args.out));
   SATTN_RETURN_IF_ERROR(CheckFloatDType(args.out, "out"));
   SATTN_RETURN_IF_ERROR(CheckNoSelfOverlap(args.out, "out"));
   Tensor lse_out;
   if (lse_out_view != nullptr) {
-    SATTN_RETURN_IF_ERROR(ValidateOnDevice(ctx, lse_out_view, "lse_out", 3, &lse_out));
+    SATTN_RETURN_IF_ERROR(ValidateOnDevice(&call, lse_out_view, "lse_out", 3, &lse_out));
     SATTN_RETURN_IF_ERROR(CheckLseShape(lse_out, "lse_out", args.out));
     SATTN_RETURN_IF_ERROR(CheckNoSelfOverlap(lse_out, "lse_out"));
     SATTN_RETURN_IF_ERROR(CheckNoPartialOverlap(lse_out, "lse_out", args.out, "out", false));
@@ -54,12 +55,12 @@ Status MergeStates(sattn_context* ctx, int32_t num_parts, const sattn_tensor* o_
   for (int32_t i = 0; i < num_parts; ++i) {
     const PartName o_name("o_parts", i);
     const PartName lse_name("lse_parts", i);
-    SATTN_RETURN_IF_ERROR(ValidateOnDevice(ctx, &o_parts[i], o_name.c_str(), 4, &o[i]));
+    SATTN_RETURN_IF_ERROR(ValidateOnDevice(&call, &o_parts[i], o_name.c_str(), 4, &o[i]));
     SATTN_RETURN_IF_ERROR(CheckFloatDType(o[i], o_name.c_str()));
     for (int dim = 0; dim < 4; ++dim) {
       SATTN_RETURN_IF_ERROR(CheckSameExtent(o[i], o_name.c_str(), dim, args.out, "out", dim));
     }
-    SATTN_RETURN_IF_ERROR(ValidateOnDevice(ctx, &lse_parts[i], lse_name.c_str(), 3, &lse[i]));
+    SATTN_RETURN_IF_ERROR(ValidateOnDevice(&call, &lse_parts[i], lse_name.c_str(), 3, &lse[i]));
     SATTN_RETURN_IF_ERROR(CheckLseShape(lse[i], lse_name.c_str(), args.out));
     SATTN_RETURN_IF_ERROR(CheckNoPartialOverlap(args.out, "out", o[i], o_name.c_str(), true));
     SATTN_RETURN_IF_ERROR(CheckNoPartialOverlap(args.out, "out", lse[i], lse_name.c_str(), false));
@@ -71,7 +72,7 @@ Status MergeStates(sattn_context* ctx, int32_t num_parts, const sattn_tensor* o_
   }
   args.o_parts = o.data();
   args.lse_parts = lse.data();
-  return ctx->active->MergeStates(args);
+  return call.backend(ctx)->MergeStates(args);
 }
 
 }  // namespace

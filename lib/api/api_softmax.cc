@@ -34,12 +34,12 @@ Status ReadTemperature(const sattn_softmax_options* user, float* temperature) {
 }
 
 // in: [n] or [rows, n], a float dtype.
-Status ValidateScores(const sattn_context* ctx, const sattn_tensor* view, Tensor* in) {
+Status ValidateScores(CallDevice* call, const sattn_tensor* view, Tensor* in) {
   if (view == nullptr) return InvalidArgument("in must not be NULL");
   if (view->ndim != 1 && view->ndim != 2) {
     return InvalidArgument("in.ndim=%d must be 1 ([n]) or 2 ([rows, n])", view->ndim);
   }
-  SATTN_RETURN_IF_ERROR(ValidateOnDevice(ctx, view, "in", view->ndim, in));
+  SATTN_RETURN_IF_ERROR(ValidateOnDevice(call, view, "in", view->ndim, in));
   return CheckFloatDType(*in, "in");
 }
 
@@ -69,9 +69,10 @@ Status Softmax(sattn_context* ctx, const sattn_tensor* in_view, const sattn_tens
                const sattn_softmax_options* options, bool log) {
   SATTN_RETURN_IF_ERROR(CheckContext(ctx));
   const ContextLock hold(ctx->call_mutex);
+  CallDevice call(ctx);
   Tensor in, out;
-  SATTN_RETURN_IF_ERROR(ValidateScores(ctx, in_view, &in));
-  SATTN_RETURN_IF_ERROR(ValidateOnDevice(ctx, out_view, "out", in.ndim, &out));
+  SATTN_RETURN_IF_ERROR(ValidateScores(&call, in_view, &in));
+  SATTN_RETURN_IF_ERROR(ValidateOnDevice(&call, out_view, "out", in.ndim, &out));
   SATTN_RETURN_IF_ERROR(CheckFloatDType(out, "out"));
   if (out.dtype != DType::kF32 && out.dtype != in.dtype) {
     return InvalidArgument("out.dtype=%s must be f32 or in.dtype=%s", DTypeName(out.dtype),
@@ -86,7 +87,7 @@ Status Softmax(sattn_context* ctx, const sattn_tensor* in_view, const sattn_tens
   args.in = AsRows(in);
   args.out = AsRows(out);
   args.log = log;
-  return ctx->active->Softmax(args);
+  return call.backend(ctx)->Softmax(args);
 }
 
 Status SoftmaxTopK(sattn_context* ctx, const sattn_tensor* in_view, int32_t k,
@@ -94,8 +95,9 @@ Status SoftmaxTopK(sattn_context* ctx, const sattn_tensor* in_view, int32_t k,
                    const sattn_tensor* lse_view, const sattn_softmax_options* options) {
   SATTN_RETURN_IF_ERROR(CheckContext(ctx));
   const ContextLock hold(ctx->call_mutex);
+  CallDevice call(ctx);
   SoftmaxTopKArgs args;
-  SATTN_RETURN_IF_ERROR(ValidateScores(ctx, in_view, &args.in));
+  SATTN_RETURN_IF_ERROR(ValidateScores(&call, in_view, &args.in));
   const Tensor& in = args.in;
   const int last = in.ndim - 1;
   const int64_t n = in.shape[last];
@@ -108,13 +110,13 @@ Status SoftmaxTopK(sattn_context* ctx, const sattn_tensor* in_view, int32_t k,
   if (k > kMaxTopK) return Unsupported("k=%d: softmax_topk supports k <= %d", k, kMaxTopK);
   args.k = k;
 
-  SATTN_RETURN_IF_ERROR(ValidateOnDevice(ctx, indices_view, "indices", in.ndim, &args.indices));
+  SATTN_RETURN_IF_ERROR(ValidateOnDevice(&call, indices_view, "indices", in.ndim, &args.indices));
   SATTN_RETURN_IF_ERROR(CheckDType(args.indices, "indices", DType::kI32));
   SATTN_RETURN_IF_ERROR(CheckRowsShape(args.indices, "indices", in, k, "k"));
   SATTN_RETURN_IF_ERROR(CheckNoSelfOverlap(args.indices, "indices"));
   SATTN_RETURN_IF_ERROR(CheckNoPartialOverlap(args.indices, "indices", in, "in", false));
 
-  SATTN_RETURN_IF_ERROR(ValidateOnDevice(ctx, probs_view, "probs", in.ndim, &args.probs));
+  SATTN_RETURN_IF_ERROR(ValidateOnDevice(&call, probs_view, "probs", in.ndim, &args.probs));
   SATTN_RETURN_IF_ERROR(CheckDType(args.probs, "probs", DType::kF32));
   SATTN_RETURN_IF_ERROR(CheckRowsShape(args.probs, "probs", in, k, "k"));
   SATTN_RETURN_IF_ERROR(CheckNoSelfOverlap(args.probs, "probs"));
@@ -123,7 +125,7 @@ Status SoftmaxTopK(sattn_context* ctx, const sattn_tensor* in_view, int32_t k,
 
   Tensor lse;
   if (lse_view != nullptr) {
-    SATTN_RETURN_IF_ERROR(ValidateOnDevice(ctx, lse_view, "lse", 1, &lse));
+    SATTN_RETURN_IF_ERROR(ValidateOnDevice(&call, lse_view, "lse", 1, &lse));
     SATTN_RETURN_IF_ERROR(CheckDType(lse, "lse", DType::kF32));
     const int64_t rows = in.ndim == 2 ? in.shape[0] : 1;
     if (lse.shape[0] != rows) {
@@ -140,7 +142,7 @@ Status SoftmaxTopK(sattn_context* ctx, const sattn_tensor* in_view, int32_t k,
   args.in = AsRows(in);
   args.indices = AsRows(args.indices);
   args.probs = AsRows(args.probs);
-  return ctx->active->SoftmaxTopK(args);
+  return call.backend(ctx)->SoftmaxTopK(args);
 }
 
 }  // namespace

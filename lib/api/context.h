@@ -24,13 +24,16 @@ struct sattn_context {
   streamattn::UniquePtr<streamattn::ThreadPool> pool;
   streamattn::WorkerScratch scratch;
   streamattn::UniquePtr<streamattn::Backend> cpu;
-  streamattn::Backend* active = nullptr;
+  // Set when the context runs on CUDA: device tensors go there, host tensors to `cpu`.
+  streamattn::UniquePtr<streamattn::Backend> cuda;
+  streamattn::Backend* active = nullptr;  // cuda when set, else cpu
+  void* cuda_stream = nullptr;            // a cudaStream_t; nullptr: the default stream
 
-  // Strings handed out by sattn_context_get_info: static, or held here.
-  const char* backend_reason = "";
+  // Strings handed out by sattn_context_get_info: held here.
+  char backend_reason[640] = {};
   const char* simd_target = "";
   char compiled_targets[256] = {};
-  const char* cuda_availability = "";
+  char cuda_availability[640] = {};
 };
 
 #endif  // STREAMATTN_API_CONTEXT_H_

@@ -39,6 +39,7 @@ struct AttentionArgs {
 
   // Ragged batches: keys [0, seqused_k[b]) of sequence b exist (empty: all seq_k of them).
   Vector<int64_t> seqused_k;
+  Tensor seqused_k_view;  // the caller's view (data nullptr: none), for a device backend
   // Paged caches: k and v are [num_pages, page_size, heads_kv, dim] and block_table
   // [batch, max_pages] int32 maps a sequence's page index to a cache page; seq_k is then
   // max_pages * page_size.
