@@ -34,9 +34,10 @@ double RoundTo(sattn_dtype dtype, double x);
 
 const char* DTypeName(sattn_dtype dtype);
 
-// A tensor in host memory (f32, f16, bf16 or i32) with a logical shape, a storage order (a permutation of the logical
-// dims, outermost first) and optional padding after the innermost stored dim. The buffer has
-// canary bytes before and after and between padded rows, so a stray write shows up.
+// A tensor in host memory (f32, f16, bf16 or i32) with a logical shape, a storage order (a
+// permutation of the logical dims, outermost first) and optional padding after the innermost stored
+// dim. The buffer has canary bytes before and after and between padded rows, so a stray write shows
+// up.
 class HostTensor {
  public:
   HostTensor() = default;
@@ -62,6 +63,8 @@ class HostTensor {
   void FillBytes(uint8_t byte);
   // The raw buffer, canaries included, to compare before and after a call.
   const std::vector<uint8_t>& bytes() const { return storage_; }
+  // The same, writable: a test fills it with a device copy of the buffer.
+  std::vector<uint8_t>& mutable_bytes() { return storage_; }
 
  private:
   int64_t ElementOffset(const std::vector<int64_t>& index) const;
