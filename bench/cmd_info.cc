@@ -7,7 +7,16 @@ namespace streamattn {
 namespace bench {
 
 int RunInfo(int threads) {
-  ContextPtr ctx = MakeContext(threads);
+  // The backend a default context gets here (STREAMATTN_BACKEND applies), and why.
+  sattn_context_options options{};
+  options.struct_size = sizeof(options);
+  options.num_threads = threads;
+  sattn_context* created = nullptr;
+  if (sattn_context_create(&options, &created) != SATTN_OK) {
+    std::printf("backend: none (%s)\n", sattn_last_error());
+    return 1;
+  }
+  ContextPtr ctx(created);
   sattn_context_info info{};
   info.struct_size = sizeof(info);
   CheckOk(sattn_context_get_info(ctx.get(), &info), "sattn_context_get_info");
