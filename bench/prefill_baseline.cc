@@ -34,8 +34,8 @@ float HalfToFloat(uint16_t h, sattn_dtype dtype) {
 }
 
 // Head h of a [1, seq, heads, dim] tensor as a dense f32 [seq, dim] matrix.
-void GatherHead(const void* src, sattn_dtype dtype, int64_t seq, int64_t heads, int64_t dim,
-                int64_t h, float* dst) {
+[[maybe_unused]] void GatherHead(const void* src, sattn_dtype dtype, int64_t seq, int64_t heads,
+                                 int64_t dim, int64_t h, float* dst) {
   for (int64_t i = 0; i < seq; ++i) {
     const int64_t offset = (i * heads + h) * dim;
     if (dtype == SATTN_DTYPE_F32) {
