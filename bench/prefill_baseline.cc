@@ -49,8 +49,8 @@ float HalfToFloat(uint16_t h, sattn_dtype dtype) {
 
 // Three passes over each row of s (visible prefix only under causal): max, exp and sum,
 // normalise. Rows are split over one thread per context (a context serves one thread).
-void SoftmaxRows(const std::vector<sattn_context*>& contexts, float* s, int64_t rows, int64_t cols,
-                 bool causal) {
+[[maybe_unused]] void SoftmaxRows(const std::vector<sattn_context*>& contexts, float* s,
+                                  int64_t rows, int64_t cols, bool causal) {
   const int threads = static_cast<int>(contexts.size());
   const float log2e = 1.4426950408889634f;
   auto work = [&](sattn_context* ctx, int64_t begin, int64_t end) {

@@ -86,12 +86,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                                                                     : 0.0;
   for (auto& row : want_rows) {
     for (double& s : row) s /= t;
-    const double lse = streamattn::reference::LogSumExp(row);
-    const std::vector<double> p = streamattn::reference::Softmax(row);
-    // A row of only -inf: log-softmax is -inf everywhere (the header's rule), not -inf - -inf.
-    for (size_t j = 0; j < row.size(); ++j) {
-      row[j] = !log ? p[j] : lse == -INFINITY ? -INFINITY : row[j] - lse;
+    if (!log) {
+      row = streamattn::reference::Softmax(row);
+      continue;
     }
+    // log_softmax(s) = (s - m) - ln(sum exp(s - m)): s - lse would lose ln(sum) to rounding
+    // when the scores are huge (a zero stride can compound the spread to 1e24). A row of only
+    // -inf is -inf everywhere (the header's rule); a NaN or +inf makes it NaN.
+    double m = -INFINITY, l = 0.0;
+    for (double s : row) m = std::isnan(s) || s > m ? s : m;
+    for (double s : row) l += s == -INFINITY ? 0.0 : std::exp(s - m);
+    for (double& s : row) s = m == -INFINITY ? -INFINITY : (s - m) - std::log(l);
   }
   result.ForEach([&](const int64_t* i) {
     const double w = want_rows[rank == 2 ? i[0] : 0][i[rank - 1]], g = result.Get(i);
