@@ -99,10 +99,13 @@ Status ValidateTensor(const sattn_tensor* view, const char* name, int rank, Tens
       __builtin_mul_overflow(lowest, DTypeSize(t.dtype), &lowest_bytes)) {
     return too_large();
   }
-  const uintptr_t base = reinterpret_cast<uintptr_t>(view->data);
-  if (static_cast<uintptr_t>(-lowest_bytes) > base ||
-      base - static_cast<uintptr_t>(-lowest_bytes) >
-          std::numeric_limits<uintptr_t>::max() - static_cast<uintptr_t>(span_bytes)) {
+  // In 64 bits whatever the pointer width: on a 32-bit target, casting the byte counts to
+  // uintptr_t first dropped their high bits and let a view 2^47 bytes long through (armhf).
+  const uint64_t max_address = std::numeric_limits<uintptr_t>::max();
+  const uint64_t base = reinterpret_cast<uintptr_t>(view->data);
+  const uint64_t below = uint64_t{0} - static_cast<uint64_t>(lowest_bytes);  // lowest_bytes <= 0
+  const uint64_t extent = static_cast<uint64_t>(span_bytes);
+  if (below > base || extent > max_address || base - below > max_address - extent) {
     return InvalidArgument("%s: its negative strides or extent wrap around the address space",
                            name);
   }
