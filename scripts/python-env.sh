@@ -5,8 +5,13 @@
 # from PyPI (made again only when that file changes), and the streamattn package installed from
 # bindings/python with the library just built bundled beside it. Prints the venv's python on
 # stdout; progress goes to stderr. Needs a built library (scripts/build.sh).
+#
+# --deps-only: make the venv and stop there (no library needed), so scripts/test.sh can fill it
+# from PyPI while the library builds.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+deps_only=false
+[[ ${1:-} == --deps-only ]] && deps_only=true
 build_dir=${BUILD_DIR:-build}
 venv=${STREAMATTN_VENV:-$build_dir/venv}
 python=${STREAMATTN_PYTHON:-/usr/bin/python3}
@@ -14,7 +19,7 @@ requirements=bindings/python/requirements-test.txt
 library=$build_dir/lib/libstreamattn.so.0
 
 scripts/install-deps.sh python3-venv >&2
-[[ -e $library ]] || { echo "python-env.sh: no $library: build first (scripts/build.sh)" >&2; exit 1; }
+[[ $deps_only == true || -e $library ]] || { echo "python-env.sh: no $library: build first (scripts/build.sh)" >&2; exit 1; }
 
 if [[ ! -x $venv/bin/python ]] || ! cmp -s "$requirements" "$venv/requirements-test.txt"; then
   echo "python-env.sh: making $venv from $requirements (PyTorch's wheels are a few GB)" >&2
@@ -26,6 +31,7 @@ if [[ ! -x $venv/bin/python ]] || ! cmp -s "$requirements" "$venv/requirements-t
   cp "$requirements" "$venv/requirements-test.txt"
   echo "python-env.sh: installed in $((SECONDS - start)) s" >&2
 fi
+$deps_only && exit 0
 # Offline by construction: the package's build backend is in the tree (pyproject.toml), so pip
 # downloads nothing; the library goes into the package, where the binding looks first.
 "$venv/bin/python" -m pip install -q --disable-pip-version-check --no-deps --force-reinstall \

@@ -5,15 +5,18 @@
 #         LeakSanitizer (on by default with ASan on Linux) checking every test process at exit
 #   tsan  ThreadSanitizer
 # into build-<preset>/ (CMakePresets.json). Tests run with STREAMATTN_TEST_SMALL=1 (smaller
-# sweeps; every test still runs). The presets compile the AVX3, AVX2 and SCALAR Highway targets
-# only (-DHWY_DISABLED_TARGETS=6144, i.e. HWY_SSE4 | HWY_SSSE3), which keeps the build and the
-# run inside the CI budget: 16, 8 and 1 lanes cover the widest and narrowest tails and the
-# scalar fallback (where Max returns the number, unlike x86's, and found a bug); the 4-lane
-# SSE4/SSSE3 code paths are the AVX2 ones at half width, run natively by the main suite, and
-# run under ASan and UBSan by the fuzzers (scripts/fuzz.sh), which pick a target per input.
-#
-# The presets leave out the CUDA plugin (STREAMATTN_CUDA=OFF): nvcc's code and the static CUDA
-# runtime are not instrumented, and the main suite tests the plugin's loading and faults.
+# sweeps; every test still runs). To fit the CI budget the presets build the library and its
+# tests only (no tool, no MPI component, no CUDA plugin) and fewer Highway targets:
+#   asan  AVX3, AVX2 and SCALAR (-DHWY_DISABLED_TARGETS=6144, i.e. HWY_SSE4 | HWY_SSSE3): 16,
+#         8 and 1 lanes cover the widest and narrowest tails and the scalar fallback (where Max
+#         returns the number, unlike x86's, and found a bug); the 4-lane SSE4/SSSE3 paths are
+#         the AVX2 ones at half width, run natively by the main suite and under ASan and UBSan
+#         by the fuzzers (scripts/fuzz.sh), which pick a target per input.
+#   tsan  AVX2 and SCALAR (6400: AVX3 too); .ci/run passes -E '/SCALAR  # GetParam' so the
+#         target-parameterised tests run once, on AVX2: the work split, the threads and the
+#         merge order are the same code on every target, and races are what TSan looks for.
+# nvcc's code and the static CUDA runtime are not instrumented; the main suite tests the
+# plugin's loading and faults. The MPI tests run under mpirun in the main suite.
 #
 # Usage: scripts/sanitize.sh asan|tsan [extra ctest arguments]
 set -euo pipefail
