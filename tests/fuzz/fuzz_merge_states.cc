@@ -135,7 +135,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         for (int64_t d = 0; d < dim; ++d) {
           const int64_t at[4] = {b, s, h, d};
           const double w = want_out[row * dim + d], g = result.Get(at);
-          // Zero strides can compound the spread into infinities: NaN against NaN agrees.
+          // A zero stride can share an empty row's NaN o with a visible row: NaN agrees with NaN.
           FUZZ_CHECK((std::isnan(g) && std::isnan(w)) ||
                          std::fabs(g - w) <= 1e-5 * (1.0 + std::fabs(w)) + rounding * std::fabs(w),
                      "out[%lld, %lld, %lld, %lld] = %.9g, want %.9g", static_cast<long long>(b),

@@ -32,7 +32,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // Scores in [-1, 1] times a spread, so the softmax is neither flat nor one-hot.
   const float spread = std::ldexp(1.0f, in.ConsumeIntegralInRange<int>(-4, 7));
   if (fill == Fill::kUniform && scores.real() && !scores.mutated()) {
-    scores.ForEach([&](const int64_t* i) { scores.Set(i, scores.Get(i) * spread); });
+    scores.TransformElements([&](double x) { return static_cast<float>(x * spread); });
   }
   const bool in_place = in.ConsumeIntegralInRange<int>(0, 5) == 0;
   const int32_t out_dtype = in.ConsumeBool() ? SATTN_DTYPE_F32 : PickFloatDType(in);
@@ -90,9 +90,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       row = streamattn::reference::Softmax(row);
       continue;
     }
-    // log_softmax(s) = (s - m) - ln(sum exp(s - m)): s - lse would lose ln(sum) to rounding
-    // when the scores are huge (a zero stride can compound the spread to 1e24). A row of only
-    // -inf is -inf everywhere (the header's rule); a NaN or +inf makes it NaN.
+    // log_softmax(s) = (s - m) - ln(sum exp(s - m)): s - lse loses ln(sum) to rounding when
+    // the scores are huge. A row of only -inf is -inf everywhere (the header's rule); a NaN or
+    // +inf makes it NaN.
     double m = -INFINITY, l = 0.0;
     for (double s : row) m = std::isnan(s) || s > m ? s : m;
     for (double s : row) l += s == -INFINITY ? 0.0 : std::exp(s - m);

@@ -43,10 +43,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const bool ties = in.ConsumeBool();
   const float spread = std::ldexp(1.0f, in.ConsumeIntegralInRange<int>(-4, 6));
   if (scores.real() && !scores.mutated() && fill == Fill::kUniform) {
-    scores.ForEach([&](const int64_t* i) {
-      const double s = scores.Get(i);
-      scores.Set(i, static_cast<float>((ties ? std::round(s * 4) / 4 : s) * spread));
-    });
+    scores.TransformElements(
+        [&](double s) { return static_cast<float>((ties ? std::round(s * 4) / 4 : s) * spread); });
   }
   indices.Make(in, in.ConsumeIntegralInRange<int>(0, 15) ? SATTN_DTYPE_I32 : PickFloatDType(in),
                shape_of(kk), true);

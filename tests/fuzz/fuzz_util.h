@@ -190,6 +190,18 @@ class FuzzTensor {
     }
   }
 
+  // x = f(x) once for every element of the buffer (padding included). Not per logical index:
+  // a view with a zero stride visits one element many times, and scaling it at each visit
+  // compounded a spread of 128 into infinities the judges did not expect.
+  template <typename F>
+  void TransformElements(F&& f) {
+    if (!real_) return;
+    const int size = ElementSize(dtype_);
+    for (size_t at = 0; at + size <= bytes_; at += size) {
+      StoreFloat(buffer_.get() + at, f(LoadFloat(buffer_.get() + at)));
+    }
+  }
+
   void FillBytes(uint8_t byte) {
     if (real_) std::memset(buffer_.get(), byte, bytes_);
   }
