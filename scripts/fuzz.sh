@@ -28,10 +28,11 @@ for target in "${targets[@]}"; do
   # New inputs go to a working corpus in the build tree; the committed seeds stay small.
   work=$build/corpus/$target
   log=$build/$target.log
-  mkdir -p "$work"
+  seeds=tests/fuzz/corpus/$target  # committed: libFuzzer -merge=1 of a 10-minute run's corpus
+  mkdir -p "$work" "$seeds"
   if ! "$build/tests/fuzz/$target" -max_total_time="$seconds" -timeout=30 -rss_limit_mb=4096 \
       -max_len=2048 -print_final_stats=1 -artifact_prefix="$build/$target-" \
-      "$work" "tests/fuzz/corpus/$target" >"$log" 2>&1; then
+      "$work" "$seeds" >"$log" 2>&1; then
     tail -n 80 "$log"
     echo "fuzz.sh: $target: FINDING (input saved as $build/$target-*)" >&2
     exit 1
