@@ -77,7 +77,10 @@ Status ValidateTensor(const sattn_tensor* view, const char* name, int rank, Tens
       return InvalidArgument("%s.strides[%d] is out of range", name, i);
     }
     t.shape[i] = view->shape[i];
-    t.strides[i] = view->strides[i];
+    // A dim of extent 1 has only index 0: its stride is never needed, and the caller may pass
+    // anything there. Zero keeps a meaningless value out of every later stride x size product
+    // (fuzz_softmax: a last-dim stride of -9.2e18 over one element overflowed in the loader).
+    t.strides[i] = view->shape[i] == 1 ? 0 : view->strides[i];
   }
   int64_t elements = 1;
   for (int i = 0; i < rank; ++i) {
