@@ -7,6 +7,10 @@
 # Usage: scripts/fuzz.sh [SECONDS] [TARGET...]   (targets: fuzz_attention fuzz_merge_states
 #                                                 fuzz_softmax fuzz_softmax_topk)
 # Reproduce a finding: build-fuzz/tests/fuzz/<target> <saved input>
+#
+# FUZZ_SEED (default: random) fixes libFuzzer's seed. .ci/run sets it, so a CI gate replays the
+# same mutations each time instead of failing at random on a new finding; exploring is what
+# the longer, unseeded runs are for.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -30,7 +34,10 @@ for target in "${targets[@]}"; do
   log=$build/$target.log
   seeds=tests/fuzz/corpus/$target  # committed: libFuzzer -merge=1 of a 10-minute run's corpus
   mkdir -p "$work" "$seeds"
-  if ! "$build/tests/fuzz/$target" -max_total_time="$seconds" -timeout=30 -rss_limit_mb=4096 \
+  seed_flag=()
+  [[ -n ${FUZZ_SEED:-} ]] && seed_flag=(-seed="$FUZZ_SEED")
+  if ! "$build/tests/fuzz/$target" "${seed_flag[@]}" -max_total_time="$seconds" -timeout=30 \
+      -rss_limit_mb=4096 \
       -max_len=2048 -print_final_stats=1 -artifact_prefix="$build/$target-" \
       "$work" "$seeds" >"$log" 2>&1; then
     tail -n 80 "$log"
