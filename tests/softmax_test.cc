@@ -269,6 +269,55 @@ TEST_P(SoftmaxTest, SameBytesForAnyThreadCount) {
   }
 }
 
+// An output of 16 MiB or more in rows of at most 2^18 scores is staged and streamed (pass 1
+// keeps a row's terms in the worker's scratch, pass 2 writes out with non-temporal stores);
+// smaller outputs keep the terms in out itself. A row's bytes depend only on the row, so each
+// row of a large call must equal the same row computed alone. Rows start unaligned (one float
+// of padding between rows, canaries in it), and include an all -inf row, a NaN and a rising
+// row whose chunk offsets all differ.
+TEST_P(SoftmaxTest, StreamedOutputMatchesRowsComputedAlone) {
+  ScopedContext ctx;
+  std::mt19937_64 rng(10);
+  const int64_t rows = 33, n = 131075;  // 33 * 131075 * 4 bytes > 16 MiB
+  HostTensor in(SATTN_DTYPE_F32, {rows, n});
+  in.FillUniform(rng, -12.0, 12.0);
+  for (int64_t j = 0; j < n; ++j) {
+    in.Set({1, j}, -kInf);
+    in.Set({2, j}, static_cast<double>(j) * 1e-4);
+  }
+  in.Set({3, 70000}, NAN);
+  HostTensor out(SATTN_DTYPE_F32, in.shape(), {}, 1);
+  ASSERT_EQ(RunSoftmax(ctx.get(), in, out, false), SATTN_OK) << sattn_last_error();
+  const Array got = out.ToArray(), all_in = in.ToArray();
+  for (int64_t r = 0; r < rows; ++r) {
+    HostTensor row_in(SATTN_DTYPE_F32, {n}), row_out(SATTN_DTYPE_F32, {n});
+    Array one({n});
+    one.data = Row(all_in, r);
+    row_in.FromArray(one);
+    ASSERT_EQ(RunSoftmax(ctx.get(), row_in, row_out, false), SATTN_OK) << sattn_last_error();
+    const std::vector<double> alone = row_out.ToArray().data, streamed = Row(got, r);
+    for (int64_t j = 0; j < n; ++j) {
+      if (std::isnan(alone[j]) && std::isnan(streamed[j])) continue;
+      ASSERT_EQ(streamed[j], alone[j]) << "row " << r << " score " << j;
+    }
+  }
+  for (int64_t j = 0; j < n; ++j) {
+    ASSERT_EQ(got({1, j}), 0.0) << j;
+    ASSERT_TRUE(std::isnan(got({3, j}))) << j;
+  }
+  for (int64_t r : {0, 2, 32}) {
+    Array row({n});
+    row.data = Row(all_in, r);
+    EXPECT_LE(MaxRelativeError(Row(got, r), Want(row, false).data), 1e-6) << r;
+  }
+  // The padding between rows still holds its canaries: with every element zeroed, the buffer
+  // equals a fresh one.
+  HostTensor written = out, fresh(SATTN_DTYPE_F32, in.shape(), {}, 1);
+  written.FromArray(Array(in.shape()));
+  fresh.FromArray(Array(in.shape()));
+  EXPECT_EQ(written.bytes(), fresh.bytes());
+}
+
 // ------------------------------------------------------------------ malformed calls
 
 struct SoftmaxCall {

@@ -192,6 +192,64 @@ HWY_INLINE ScoreState AccumulatePart(D d, const Tensor& in, int64_t row, int64_t
   return part.State();
 }
 
+// Pass 1 of the stored-term softmax over one chunk x[0, n): raises the part's offset to the
+// chunk's maximum first (one extra read of the chunk, from L1), then adds each term
+// exp2((s - offset) c) to the sums and stores it to terms[0, n), which the write pass only
+// rescales. Returns the offset the chunk's terms are against (kNegInf while every score so far
+// was -inf, so that its rescale factor is 0 and never inf × 0). terms may be x (in place): each
+// vector is loaded before it is stored.
+template <class D, class V = hn::Vec<D>>
+HWY_INLINE float AccumulateAndStoreTerms(D d, const float* x, size_t n, V c, PartLanes<D>& part,
+                                         V& offset, V& l0, V& l1, V& gate, float* terms) {
+  const size_t lanes = hn::Lanes(d);
+  HWY_ALIGN float padded[hn::MaxLanes(D())];
+  const size_t full = n - n % lanes;
+  V m0 = hn::Set(d, kNegInf), m1 = m0, m2 = m0, m3 = m0;
+  size_t i = 0;
+  for (; i + 4 * lanes <= full; i += 4 * lanes) {
+    m0 = hn::Max(m0, hn::LoadU(d, x + i));
+    m1 = hn::Max(m1, hn::LoadU(d, x + i + lanes));
+    m2 = hn::Max(m2, hn::LoadU(d, x + i + 2 * lanes));
+    m3 = hn::Max(m3, hn::LoadU(d, x + i + 3 * lanes));
+  }
+  for (; i < full; i += lanes) m0 = hn::Max(m0, hn::LoadU(d, x + i));
+  // NaN does not win a Max: a NaN score reaches the sums through its term and makes them NaN.
+  for (; i < n; ++i) m1 = hn::Max(m1, hn::Set(d, x[i]));
+  part.Raise(d, hn::Max(hn::Max(m0, m1), hn::Max(m2, m3)), offset, l0, l1, gate);
+
+  // Flushed every 64 vectors at fixed positions of the chunk, as AccumulatePart does.
+  const size_t flush_every = 64 * lanes;
+  for (size_t begin = 0; begin < n; begin += flush_every) {
+    const size_t end = std::min(n, begin + flush_every);
+    const size_t end_full = end - (end - begin) % lanes;
+    i = begin;
+    for (; i + 2 * lanes <= end_full; i += 2 * lanes) {
+      const V t0 = ScoreTerm(d, hn::LoadU(d, x + i), offset, c);
+      const V t1 = ScoreTerm(d, hn::LoadU(d, x + i + lanes), offset, c);
+      l0 = hn::Add(l0, t0);
+      l1 = hn::Add(l1, t1);
+      hn::StoreU(t0, d, terms + i);
+      hn::StoreU(t1, d, terms + i + lanes);
+    }
+    for (; i < end_full; i += lanes) {
+      const V t0 = ScoreTerm(d, hn::LoadU(d, x + i), offset, c);
+      l0 = hn::Add(l0, t0);
+      hn::StoreU(t0, d, terms + i);
+    }
+    if (i < end) {
+      // The last partial vector through a buffer padded with -inf (terms 0); a whole-vector load
+      // or store could touch memory past the row.
+      for (size_t j = 0; j < lanes; ++j) padded[j] = i + j < end ? x[i + j] : kNegInf;
+      const V t0 = ScoreTerm(d, hn::Load(d, padded), offset, c);
+      l1 = hn::Add(l1, t0);
+      hn::Store(t0, d, padded);
+      std::copy(padded, padded + (end - i), terms + i);
+    }
+    part.Flush(d, l0, l1);
+  }
+  return part.max;
+}
+
 }  // namespace HWY_NAMESPACE
 }  // namespace streamattn
 HWY_AFTER_NAMESPACE();
