@@ -78,7 +78,18 @@ HWY_INLINE void OnlineSoftmaxPanel(D d, const TileScoring& sc, float* HWY_RESTRI
     const V m_old = hn::LoadU(d, m + r);
     V mx = m_old;
     if (!transform) {
-      for (size_t c = 0; c < bc; ++c) mx = hn::Max(mx, hn::LoadU(d, st + c * ldst + r));
+      // Four chains: one would wait out the Max latency once per key.
+      V mx1 = neg_inf, mx2 = neg_inf, mx3 = neg_inf;
+      size_t c = 0;
+      for (; c + 4 <= bc; c += 4) {
+        const float* p = st + c * ldst + r;
+        mx = hn::Max(mx, hn::LoadU(d, p));
+        mx1 = hn::Max(mx1, hn::LoadU(d, p + ldst));
+        mx2 = hn::Max(mx2, hn::LoadU(d, p + 2 * ldst));
+        mx3 = hn::Max(mx3, hn::LoadU(d, p + 3 * ldst));
+      }
+      for (; c < bc; ++c) mx = hn::Max(mx, hn::LoadU(d, st + c * ldst + r));
+      mx = hn::Max(hn::Max(mx, mx1), hn::Max(mx2, mx3));
     } else {
       const V lo = sc.full ? neg_inf : hn::LoadU(d, sc.lo + r);
       const V hi = sc.full ? neg_inf : hn::LoadU(d, sc.hi + r);
