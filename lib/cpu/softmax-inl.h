@@ -167,29 +167,43 @@ HWY_INLINE const float* ScoresAsF32(D d, const Tensor& in, int64_t row, int64_t 
   return buffer;
 }
 
-// The state of scores [begin, end) of one row (a part), read in chunks. The lane sums are
-// flushed into the double total every 64 vectors, so a lane adds at most 32 terms in f32 (a
-// relative error below 2^-19 even when rounding always goes one way, as with repeated scores);
-// the flush costs ~1% of the loop.
-template <class D, class Candidates>
-HWY_INLINE ScoreState AccumulatePart(D d, const Tensor& in, int64_t row, int64_t begin, int64_t end,
-                                     float c, float* HWY_RESTRICT buffer, Candidates& candidates) {
+// The state of scores [begin, end) of one row (a part), read as f32 chunks of kSoftmaxChunk:
+// per_chunk(x, n, first_index, part, offset, l0, l1, gate) adds chunk x[0, n) to the state.
+template <class D, class PerChunk>
+HWY_INLINE ScoreState AccumulateChunks(D d, const Tensor& in, int64_t row, int64_t begin,
+                                       int64_t end, float c, float* HWY_RESTRICT buffer,
+                                       const PerChunk& per_chunk) {
   using V = hn::Vec<D>;
-  const size_t flush_every = 64 * hn::Lanes(d);
-  const V vc = hn::Set(d, c);
   PartLanes<D> part{c};
   V offset, l0, l1, gate;
   PartLanes<D>::Init(d, offset, l0, l1, gate);
   for (int64_t chunk = begin; chunk < end; chunk += kSoftmaxChunk) {
     const size_t n = static_cast<size_t>(std::min<int64_t>(kSoftmaxChunk, end - chunk));
-    const float* x = ScoresAsF32(d, in, row, chunk, n, buffer);
-    for (size_t i = 0; i < n; i += flush_every) {
-      AccumulateScores(d, x + i, std::min(flush_every, n - i), static_cast<size_t>(chunk) + i, vc,
-                       part, offset, l0, l1, gate, candidates);
-      part.Flush(d, l0, l1);
-    }
+    per_chunk(ScoresAsF32(d, in, row, chunk, n, buffer), n, chunk, part, offset, l0, l1, gate);
   }
   return part.State();
+}
+
+// The state of one part for softmax and top-k. The lane sums are flushed into the double total
+// every 64 vectors, so a lane adds at most 32 terms in f32 (a relative error below 2^-19 even
+// when rounding always goes one way, as with repeated scores); the flush costs ~1% of the loop.
+template <class D, class Candidates>
+HWY_INLINE ScoreState AccumulatePart(D d, const Tensor& in, int64_t row, int64_t begin, int64_t end,
+                                     float c, float* HWY_RESTRICT buffer, Candidates& candidates) {
+  using V = hn::Vec<D>;
+  const size_t flush_every = 64 * hn::Lanes(d);
+  // The lambdas below build their vectors: SVE vectors are sizeless and are not captured.
+  return AccumulateChunks(d, in, row, begin, end, c, buffer,
+                          [&](const float* x, size_t n, int64_t chunk, PartLanes<D>& part,
+                              V& offset, V& l0, V& l1, V& gate) {
+                            const V vc = hn::Set(d, c);
+                            for (size_t i = 0; i < n; i += flush_every) {
+                              AccumulateScores(d, x + i, std::min(flush_every, n - i),
+                                               static_cast<size_t>(chunk) + i, vc, part, offset, l0,
+                                               l1, gate, candidates);
+                              part.Flush(d, l0, l1);
+                            }
+                          });
 }
 
 // Pass 1 of the stored-term softmax over one chunk x[0, n): raises the part's offset to the

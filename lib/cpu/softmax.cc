@@ -109,17 +109,13 @@ ScoreState SoftmaxStoreTermsPartImpl(const SoftmaxArgs& args, int64_t row, int64
   using D = hn::ScalableTag<float>;
   using V = hn::Vec<D>;
   const D d;
-  const V vc = hn::Set(d, c);
-  PartLanes<D> part{c};
-  V offset, l0, l1, gate;
-  PartLanes<D>::Init(d, offset, l0, l1, gate);
-  for (int64_t chunk = begin; chunk < end; chunk += kSoftmaxChunk) {
-    const size_t n = static_cast<size_t>(std::min<int64_t>(kSoftmaxChunk, end - chunk));
-    const float* x = ScoresAsF32(d, args.in, row, chunk, n, buffer);
-    *chunk_offsets++ =
-        AccumulateAndStoreTerms(d, x, n, vc, part, offset, l0, l1, gate, terms + (chunk - begin));
-  }
-  return part.State();
+  return AccumulateChunks(d, args.in, row, begin, end, c, buffer,
+                          [&](const float* x, size_t n, int64_t chunk, PartLanes<D>& part,
+                              V& offset, V& l0, V& l1, V& gate) {
+                            const V vc = hn::Set(d, c);
+                            *chunk_offsets++ = AccumulateAndStoreTerms(
+                                d, x, n, vc, part, offset, l0, l1, gate, terms + (chunk - begin));
+                          });
 }
 
 // out[i] = t[i] * factor for i < n with non-temporal stores (the output bypasses the caches,
