@@ -94,7 +94,7 @@ run_suite() {  # label build_dir qemu cpu expected_targets(regex) [ctest -R/-E s
   ctest --test-dir "$dir" -N "${select[@]}" | sed -n 's|.*/\([A-Z0-9_]*\)  # GetParam.*|\1|p' |
     sort | uniq -c | sed 's/^ */     /'
   echo "   slowest tests (emulation budgets are tight: these are what to shrink):"
-  sed -En 's/.*Test +#[0-9]+: ([^ ]+) .* ([0-9.]+) sec$/\2 s  \1/p' "$log" | sort -rn | head -n 5 |
+  sed -En 's/.*Test +#[0-9]+: ([^ ]+) .* ([0-9.]+) sec$/\2 s  \1/p' "$log" | sort -rn | sed -n 1,5p |
     sed 's/^/     /'
   tail -n 1 "$log" | sed 's/^/   /'
   summary+=("$label (-cpu $cpu, target $target): $count tests passed in $((SECONDS - start)) s")
