@@ -1,7 +1,11 @@
 // The flash forward's tile kernels (cpu/flash_tile-inl.h) on every compiled target, against
-// plain loops: dot-product scores for any row and key count, and O += P V for any row count.
+// plain loops: dot-product scores for any row and key count, and O += P V for any row count;
+// and the same kernels reading a cache's rows in place (kv_rows-inl.h) against the converted
+// rows: the same bytes, whatever the dtype.
 #include <cmath>
+#include <cstring>
 #include <random>
+#include <type_traits>
 #include <vector>
 
 // clang-format off
@@ -10,6 +14,8 @@
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 #include "hwy/highway.h"
 #include "cpu/flash_tile-inl.h"
+#include "core/dtype.h"
+#include "cpu/kv_rows-inl.h"
 #include "hwy/tests/hwy_gtest.h"
 // clang-format on
 
@@ -35,7 +41,7 @@ void TestDotScores() {
         const std::vector<float> q = RandomVector(rng, rows * ldq),
                                  k = RandomVector(rng, keys * ldk);
         std::vector<float> st(keys * ldst, NAN);
-        DotScores(d, q.data(), ldq, rows, k.data(), ldk, keys, dim_pad, st.data(), ldst);
+        DotScores(d, q.data(), ldq, rows, DenseRows{k.data(), ldk}, keys, dim_pad, st.data(), ldst);
         for (size_t c = 0; c < keys; ++c) {
           for (size_t r = 0; r < rows; ++r) {
             double want = 0.0;
@@ -69,12 +75,82 @@ void TestAccumulatePV() {
           want[r * dim_v_pad + i] = static_cast<float>(acc);
         }
       }
-      AccumulatePV(d, rows, dim_v_pad, pt.data(), ldpt, v.data(), ldv, nb, o.data(), alpha.data());
+      AccumulatePV(d, rows, dim_v_pad, pt.data(), ldpt, DenseRows{v.data(), ldv}, nb, o.data(),
+                   alpha.data());
       for (size_t i = 0; i < o.size(); ++i) {
         ASSERT_NEAR(o[i], want[i], 1e-5) << "rows " << rows << " element " << i;
       }
     }
   }
+}
+
+// Rows of `dim` elements of T, `stride` apart, holding values that T represents exactly, and
+// the same values as dense f32 rows; pointers[r] points at row r, out of order in memory so
+// the kernels cannot assume a stride (a paged cache's rows).
+template <typename T>
+struct CacheRowsFixture {
+  std::vector<T> storage;
+  std::vector<const T*> pointers;
+  std::vector<float> dense;
+
+  CacheRowsFixture(std::mt19937& rng, size_t count, size_t dim) {
+    const size_t stride = dim + 8;
+    storage.resize(count * stride);
+    dense.resize(count * dim);
+    std::uniform_int_distribution<int> mantissa(-255, 255);
+    for (size_t r = 0; r < count; ++r) {
+      const size_t slot = (r * 7 + 3) % count;  // count is not a multiple of 7
+      pointers.push_back(storage.data() + slot * stride);
+      for (size_t i = 0; i < dim; ++i) {
+        const float value = static_cast<float>(mantissa(rng)) / 256.0f;  // exact in bf16, f16
+        dense[r * dim + i] = value;
+        storage[slot * stride + i] = FromFloat(value);
+      }
+    }
+  }
+  static T FromFloat(float value) {
+    T out;
+    const DType dtype = std::is_same_v<T, float>            ? DType::kF32
+                        : std::is_same_v<T, hwy::float16_t> ? DType::kF16
+                                                            : DType::kBF16;
+    StoreFromFloat(dtype, value, &out);
+    return out;
+  }
+};
+
+template <typename T>
+void CheckCacheRowsMatchDenseRows() {
+  const hn::ScalableTag<float> d;
+  const size_t lanes = hn::Lanes(d);
+  std::mt19937 rng(7);
+  const size_t dim = RoundUp(128, lanes), keys = 12, ldst = 8 + 4;
+  CacheRowsFixture<T> cache(rng, keys, dim), next(rng, keys, dim);
+  const DenseRows dense{cache.dense.data(), dim};
+  const CacheRows<T> in_place{cache.pointers.data(), 0, next.pointers.data(), next.pointers.data()};
+  for (size_t rows = 1; rows <= 7; rows += 3) {
+    const std::vector<float> q = RandomVector(rng, rows * dim);
+    std::vector<float> want(keys * ldst, 0.0f), got(keys * ldst, 0.0f);
+    DotScores(d, q.data(), dim, rows, dense, keys, dim, want.data(), ldst);
+    DotScores(d, q.data(), dim, rows, in_place, keys, dim, got.data(), ldst);
+    ASSERT_EQ(0, std::memcmp(want.data(), got.data(), want.size() * sizeof(float)))
+        << "scores, rows " << rows;
+  }
+  for (size_t rows = 1; rows <= kMrP; ++rows) {
+    const size_t ldpt = RoundUp(kMrP, lanes);
+    const std::vector<float> pt = RandomVector(rng, keys * ldpt), alpha = RandomVector(rng, kMrP);
+    const std::vector<float> o = RandomVector(rng, kMrP * dim);
+    std::vector<float> want = o, got = o;
+    AccumulatePV(d, rows, dim, pt.data(), ldpt, dense, keys, want.data(), alpha.data());
+    AccumulatePV(d, rows, dim, pt.data(), ldpt, in_place, keys, got.data(), alpha.data());
+    ASSERT_EQ(0, std::memcmp(want.data(), got.data(), want.size() * sizeof(float)))
+        << "P.V, rows " << rows;
+  }
+}
+
+void TestCacheRowsMatchDenseRows() {
+  CheckCacheRowsMatchDenseRows<float>();
+  CheckCacheRowsMatchDenseRows<hwy::float16_t>();
+  CheckCacheRowsMatchDenseRows<hwy::bfloat16_t>();
 }
 
 }  // namespace HWY_NAMESPACE
@@ -89,6 +165,7 @@ class FlashTileTest : public hwy::TestWithParamTarget {};
 HWY_TARGET_INSTANTIATE_TEST_SUITE_P(FlashTileTest);
 HWY_EXPORT_AND_TEST_P(FlashTileTest, TestDotScores);
 HWY_EXPORT_AND_TEST_P(FlashTileTest, TestAccumulatePV);
+HWY_EXPORT_AND_TEST_P(FlashTileTest, TestCacheRowsMatchDenseRows);
 
 }  // namespace
 }  // namespace streamattn

@@ -6,6 +6,9 @@
 // scores S^T[key][row] (GEMM or dot products, flash_tile-inl.h; Q is packed once per work item,
 // already multiplied by scale * log2(e)), the online softmax with one lane per query row
 // (flash_softmax-inl.h), then O = alpha O + P V (GemmTile, the rescale folded into loading O).
+// Decoding (dot scores) skips the conversion on tiles every row sees whole: its few rows per
+// head cannot amortise a store and reload of each K/V element, so the products read the cache
+// in place and convert in registers (kv_rows-inl.h); edge tiles still convert.
 // Tiles no row can see are never touched; tiles every row sees skip the visibility test.
 // The result is a state (m, l, O) per row: finished (sink, O / l, lse) when the chunk is all of
 // the keys, else kept as a partial result for the split-KV merge (flash_forward.cc).
@@ -23,12 +26,14 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "core/attention_args.h"
 #include "core/online_state.h"
 #include "cpu/convert-inl.h"
 #include "cpu/flash_softmax-inl.h"
 #include "cpu/flash_tile-inl.h"
+#include "cpu/kv_rows-inl.h"
 #include "cpu/online_state-inl.h"
 #include "hwy/highway.h"
 
@@ -140,16 +145,17 @@ HWY_INLINE void PackQueries(D d, const AttentionArgs& a, const FlashConfig& cfg,
 }
 
 // One kv head's scores, softmax and P.V for one tile: rows' states in `head` advance by the
-// keys [k0, k0 + nb); kt and vt are the head's converted rows.
-template <class D>
+// keys [k0, k0 + nb), whose rows come from `keys` and `values` (kv_rows-inl.h): the converted
+// tile (DenseRows), or the cache in place (CacheRows), which FlashForwardWorkItem uses only
+// for dot scores on tiles every row sees whole.
+template <class D, class KRows, class VRows>
 HWY_INLINE void AdvanceHeadOverTile(D d, const AttentionArgs& a, const FlashConfig& cfg,
                                     const WorkItem& item, int64_t hkv, size_t rows, int64_t k0,
-                                    size_t nb, size_t nb_pad, const float* kt, const float* vt,
-                                    const TileScoring& scoring, float* head,
+                                    size_t nb, size_t nb_pad, const KRows& keys,
+                                    const VRows& values, const TileScoring& scoring, float* head,
                                     float* HWY_RESTRICT scratch) {
+  constexpr bool kDense = std::is_same_v<KRows, DenseRows> && std::is_same_v<VRows, DenseRows>;
   const size_t R = cfg.rows_pad, dvp = cfg.dim_v_pad;
-  const size_t ldk = static_cast<size_t>(cfg.heads) * cfg.dim_pad;  // the key-major tile
-  const size_t ldv = static_cast<size_t>(cfg.heads) * dvp;
   const size_t panels = (rows + cfg.panel_rows - 1) / cfg.panel_rows;
   const uint8_t* panel_active = reinterpret_cast<const uint8_t*>(scratch + cfg.flags);
   const uint8_t* panel_partial = panel_active + panels;
@@ -169,12 +175,13 @@ HWY_INLINE void AdvanceHeadOverTile(D d, const AttentionArgs& a, const FlashConf
       // Padding lanes score 0 rather than a stale value, so no lane meets a NaN or a
       // subnormal (whose arithmetic is slow on x86); a row of S^T is one vector here.
       for (size_t c = 0; c < nb; ++c) hn::StoreU(hn::Zero(d), d, st + c * R);
-      DotScores(d, q, cfg.dim_pad, rows, kt, ldk, nb_pad, cfg.dim_pad, st, R);
-    } else {
+      DotScores(d, q, cfg.dim_pad, rows, keys, nb_pad, cfg.dim_pad, st, R);
+    } else if constexpr (std::is_same_v<KRows, DenseRows>) {
       const float* qt_panel = q + p * cfg.dim * cfg.panel_rows;
       for (size_t c = 0; c < nb_pad; c += kMrS) {
-        GemmTile<kMrS, kNvS, ALayout::kRowsAlongK>(d, kt + c * ldk, ldk, qt_panel, cfg.panel_rows,
-                                                   cfg.dim, st + c * R + r0, R, nullptr);
+        GemmTile<kMrS, kNvS, ALayout::kRowsAlongK>(d, keys.Row(c), keys.ld,
+                                                   DenseRows{qt_panel, cfg.panel_rows}, cfg.dim,
+                                                   st + c * R + r0, R, nullptr);
       }
     }
     const size_t panel_end = std::min(r0 + cfg.panel_rows, rows);
@@ -190,19 +197,68 @@ HWY_INLINE void AdvanceHeadOverTile(D d, const AttentionArgs& a, const FlashConf
     OnlineSoftmaxPanel(d, panel_scoring, st + r0, R, nb, cfg.panel_rows, m + r0, l + r0,
                        alpha + r0);
   }
-  const bool careful =
-      any_partial && AnyNonFinite(d, vt, ldv, nb, static_cast<size_t>(a.head_dim_v));
+  bool careful = false;  // a hidden key's V may hold NaN or Inf: never multiply it by zero
+  if constexpr (kDense) {
+    careful = any_partial &&
+              AnyNonFinite(d, values.base, values.ld, nb, static_cast<size_t>(a.head_dim_v));
+  }
   for (size_t p = 0; p < panels; ++p) {
     if (!panel_active[p]) continue;
     const size_t panel_end = std::min((p + 1) * cfg.panel_rows, rows);
     for (size_t r = p * cfg.panel_rows; r < panel_end; r += kMrP) {
       const size_t block = std::min(kMrP, panel_end - r);
-      if (careful && panel_partial[p]) {
-        AccumulatePVSkippingZeros(d, block, dvp, st + r, R, vt, ldv, nb, o + r * dvp, alpha + r);
-      } else {
-        AccumulatePV(d, block, dvp, st + r, R, vt, ldv, nb, o + r * dvp, alpha + r);
+      if constexpr (kDense) {
+        if (careful && panel_partial[p]) {
+          AccumulatePVSkippingZeros(d, block, dvp, st + r, R, values.base, values.ld, nb,
+                                    o + r * dvp, alpha + r);
+          continue;
+        }
       }
+      AccumulatePV(d, block, dvp, st + r, R, values, nb, o + r * dvp, alpha + r);
     }
+  }
+}
+
+// Advances every head of the work item over one tile read from the cache in place (elements
+// of type T: f32, f16 or bf16), for dot scores on a tile that every row sees whole, so no key
+// is hidden and no V row needs the NaN-safe product. Each head's key rows also carry its rows
+// of the next tile, which the scores prefetch as they go (CacheRows::PrefetchNext): a tile
+// ahead, the lines arrive while the other heads compute.
+template <typename T, class D>
+HWY_INLINE void AdvanceHeadsOverCacheTile(D d, const AttentionArgs& a, const FlashConfig& cfg,
+                                          const WorkItem& item, size_t rows, int64_t k0, size_t nb,
+                                          size_t nb_pad, int64_t key_end,
+                                          const TileScoring& scoring, float* HWY_RESTRICT scratch) {
+  const size_t heads = static_cast<size_t>(cfg.heads), kpt = cfg.keys_per_tile;
+  const T** key_rows = reinterpret_cast<const T**>(scratch + cfg.cache_rows);
+  const T** value_rows = key_rows + heads * kpt;
+  const T** next_key_rows = value_rows + heads * kpt;
+  const T** next_value_rows = next_key_rows + heads * kpt;
+  const T* zero = reinterpret_cast<const T*>(scratch + cfg.zero_row);
+  // Row pointers of key c for every head: this tile's up to nb_pad, the next tile's (from
+  // k0 + kpt, while before key_end) up to kpt; the zero row stands in for the rest.
+  auto set_rows = [&](int64_t key, bool exists, const T** k_out, const T** v_out) {
+    const T* k_row =
+        exists ? static_cast<const T*>(a.KeyRow(a.k, item.b, key, item.hkv_begin)) : nullptr;
+    const T* v_row =
+        exists ? static_cast<const T*>(a.KeyRow(a.v, item.b, key, item.hkv_begin)) : nullptr;
+    for (size_t h = 0; h < heads; ++h) {
+      k_out[h * kpt] = exists ? k_row + static_cast<int64_t>(h) * a.k.stride(2) : zero;
+      v_out[h * kpt] = exists ? v_row + static_cast<int64_t>(h) * a.v.stride(2) : zero;
+    }
+  };
+  for (size_t c = 0; c < kpt; ++c) {
+    const int64_t key = k0 + static_cast<int64_t>(c);
+    if (c < nb_pad) set_rows(key, c < nb, key_rows + c, value_rows + c);
+    const int64_t next = key + static_cast<int64_t>(kpt);
+    set_rows(next, next < key_end, next_key_rows + c, next_value_rows + c);
+  }
+  for (size_t h = 0; h < heads; ++h) {
+    const CacheRows<T> keys{key_rows + h * kpt, 0, next_key_rows + h * kpt,
+                            next_value_rows + h * kpt};
+    AdvanceHeadOverTile(d, a, cfg, item, item.hkv_begin + static_cast<int64_t>(h), rows, k0, nb,
+                        nb_pad, keys, CacheRows<T>{value_rows + h * kpt, 0}, scoring,
+                        cfg.Head(scratch, static_cast<int64_t>(h)), scratch);
   }
 }
 
@@ -232,13 +288,15 @@ void FlashForwardWorkItem(D d, const AttentionArgs& a, const FlashConfig& cfg, c
     PackQueries(d, a, cfg, item, item.hkv_begin + h, rows, head + cfg.head_q, scratch + cfg.tmp);
     std::fill(head + cfg.head_m, head + cfg.head_m + R, kNegInf);
     std::fill(head + cfg.head_l, head + cfg.head_l + R, 0.0f);
-    std::fill(head + cfg.head_o, head + cfg.head_o + R * dvp, 0.0f);
+    std::fill(head + cfg.head_o, head + cfg.head_o + rows * dvp, 0.0f);  // padding rows: unread
     for (size_t r = 0; r < R && !a.alibi_slopes.empty(); ++r) {
       const int64_t hq = (item.hkv_begin + h) * a.group + static_cast<int64_t>(r) % a.group;
       head[cfg.head_slope2 + r] = r < rows ? -a.alibi_slopes[hq] * kLog2e : 0.0f;
     }
   }
 
+  if (cfg.cache_in_place)
+    std::fill(scratch + cfg.zero_row, scratch + cfg.zero_row + cfg.dim_pad, 0.0f);
   TileScoring scoring;
   scoring.lo = scratch + cfg.lo_rel;
   scoring.hi = scratch + cfg.hi_rel;
@@ -274,13 +332,32 @@ void FlashForwardWorkItem(D d, const AttentionArgs& a, const FlashConfig& cfg, c
       panel_covered[p] = full;
     }
     if (!any_active) continue;
+    if (cfg.cache_in_place && !panel_partial[0]) {  // dot scores: a single panel
+      switch (a.k.dtype) {
+        case DType::kF16:
+          AdvanceHeadsOverCacheTile<hwy::float16_t>(d, a, cfg, item, rows, k0, nb, nb_pad,
+                                                    key_hi + 1, scoring, scratch);
+          break;
+        case DType::kBF16:
+          AdvanceHeadsOverCacheTile<hwy::bfloat16_t>(d, a, cfg, item, rows, k0, nb, nb_pad,
+                                                     key_hi + 1, scoring, scratch);
+          break;
+        default:
+          AdvanceHeadsOverCacheTile<float>(d, a, cfg, item, rows, k0, nb, nb_pad, key_hi + 1,
+                                           scoring, scratch);
+          break;
+      }
+      continue;
+    }
     float* kt = scratch + cfg.kc;
     float* vt = scratch + cfg.vc;
     LoadKeyTile(d, a, cfg, b, item.hkv_begin, k0, nb, nb_pad, kt, vt);
+    const size_t ldk = static_cast<size_t>(cfg.heads) * cfg.dim_pad;  // the key-major tile
+    const size_t ldv = static_cast<size_t>(cfg.heads) * dvp;
     for (int64_t h = 0; h < cfg.heads; ++h) {
       AdvanceHeadOverTile(d, a, cfg, item, item.hkv_begin + h, rows, k0, nb, nb_pad,
-                          kt + h * cfg.dim_pad, vt + h * dvp, scoring, cfg.Head(scratch, h),
-                          scratch);
+                          DenseRows{kt + h * cfg.dim_pad, ldk}, DenseRows{vt + h * dvp, ldv},
+                          scoring, cfg.Head(scratch, h), scratch);
     }
   }
 
@@ -290,7 +367,7 @@ void FlashForwardWorkItem(D d, const AttentionArgs& a, const FlashConfig& cfg, c
       float* slot = item.partial + h * R * (2 + dvp);
       std::memcpy(slot, head + cfg.head_m, R * sizeof(float));
       std::memcpy(slot + R, head + cfg.head_l, R * sizeof(float));
-      std::memcpy(slot + 2 * R, head + cfg.head_o, R * dvp * sizeof(float));
+      std::memcpy(slot + 2 * R, head + cfg.head_o, rows * dvp * sizeof(float));
       continue;
     }
     for (size_t r = 0; r < rows; ++r) {

@@ -53,10 +53,14 @@ struct FlashConfig {
   int64_t positions;     // query positions per work item
   int64_t heads;         // kv heads per work item
   size_t keys_per_tile;  // a multiple of kMrS and 4
+  // Dot scores read whole tiles' K and V rows from the cache in place (kv_rows-inl.h) rather
+  // than converting them first: head dims of whole vectors, unit element strides, one dtype.
+  bool cache_in_place;
   // Offsets into the worker's scratch, in floats: the tile's K and V (per head), S^T and the
   // per-row arrays shared by the heads, then one block of state per head.
   size_t kc, vc, st, alpha, lo_rel, hi_rel, diag_rel, tmp, lo, hi, flags;
-  size_t head_block, head_floats;                      // where head h's state starts: + h * floats
+  size_t cache_rows, zero_row;     // in-place tiles: K, V, next K, next V row pointers; a zero key
+  size_t head_block, head_floats;  // where head h's state starts: + h * floats
   size_t head_q, head_o, head_m, head_l, head_slope2;  // offsets within a head's block
   size_t total_floats;
   // A split-KV partial result: m, l and O of every row of every head.
@@ -79,6 +83,9 @@ FlashConfig MakeFlashConfig(D d, const AttentionArgs& a) {
   // Decoding, speculative decoding included: all of seq_q fits one work item of few rows.
   c.heads = rows <= 64 && c.positions == a.seq_q ? a.heads_kv : 1;
   c.keys_per_tile = std::max<size_t>(16, kKeysPerTile / static_cast<size_t>(c.heads)) / 8 * 8;
+  c.cache_in_place = c.dot_scores && c.dim == c.dim_pad &&
+                     static_cast<size_t>(a.head_dim_v) == c.dim_v_pad && a.k.stride(3) == 1 &&
+                     a.v.stride(3) == 1 && a.k.dtype == a.v.dtype;
   size_t at = 0;
   auto take = [&](size_t floats) {
     const size_t offset = at;
@@ -97,6 +104,9 @@ FlashConfig MakeFlashConfig(D d, const AttentionArgs& a) {
   c.lo = take(2 * c.rows_pad);  // int64
   c.hi = take(2 * c.rows_pad);  // int64
   c.flags = take(c.rows_pad);   // three bytes per panel
+  const size_t pointer_floats = sizeof(const void*) / sizeof(float);
+  c.cache_rows = take(c.cache_in_place ? 4 * tile_heads * c.keys_per_tile * pointer_floats : 0);
+  c.zero_row = take(c.cache_in_place ? c.dim_pad : 0);
   size_t in_head = 0;
   auto take_in_head = [&](size_t floats) {
     const size_t offset = in_head;
@@ -159,19 +169,27 @@ HWY_INLINE void StoreFourSums(D d, V v0, V v1, V v2, V v3, float* HWY_RESTRICT o
     a##r##3 = hn::MulAdd(qv, k3, a##r##3);      \
   }
 
-// Scores of 4 query rows (the last 4 - RB of them padding) against 4 keys: RB x 4 named
-// accumulators along head_dim, then per key the four rows' sums stored at once (st rows of
-// S^T are keys, so a key's 4 rows are adjacent).
-template <size_t RB, class D>
-HWY_INLINE void DotBlock(D d, const float* HWY_RESTRICT q, size_t ldq, const float* HWY_RESTRICT k,
-                         size_t ldk, size_t dim_pad, float* HWY_RESTRICT st, size_t ldst) {
+// Scores of 4 query rows (the last 4 - RB of them padding) against keys c0..c0+3 of `keys`
+// (kv_rows-inl.h): RB x 4 named accumulators along head_dim, then per key the four rows' sums
+// stored at once (st rows of S^T are keys, so a key's 4 rows are adjacent). `prefetch`: also
+// request the keys' rows of the next tile (KRows::PrefetchNext), spread over the loop.
+template <size_t RB, class D, class KRows>
+HWY_INLINE void DotBlock(D d, const float* HWY_RESTRICT q, size_t ldq, const KRows& keys, size_t c0,
+                         size_t dim_pad, float* HWY_RESTRICT st, size_t ldst, bool prefetch) {
   using V = hn::Vec<D>;
   const V z = hn::Zero(d);
+  const auto* HWY_RESTRICT kr0 = keys.Row(c0);
+  const auto* HWY_RESTRICT kr1 = keys.Row(c0 + 1);
+  const auto* HWY_RESTRICT kr2 = keys.Row(c0 + 2);
+  const auto* HWY_RESTRICT kr3 = keys.Row(c0 + 3);
   SATTN_DOT_DECLARE(0)
   SATTN_DOT_DECLARE(1)
   SATTN_DOT_DECLARE(2) SATTN_DOT_DECLARE(3) for (size_t i = 0; i < dim_pad; i += hn::Lanes(d)) {
-    const V k0 = hn::LoadU(d, k + i), k1 = hn::LoadU(d, k + ldk + i);
-    const V k2 = hn::LoadU(d, k + 2 * ldk + i), k3 = hn::LoadU(d, k + 3 * ldk + i);
+    const V k0 = keys.Load(d, kr0, i), k1 = keys.Load(d, kr1, i);
+    const V k2 = keys.Load(d, kr2, i), k3 = keys.Load(d, kr3, i);
+    if (prefetch) {
+      for (size_t c = 0; c < 4; ++c) keys.PrefetchNext(c0 + c, i, hn::Lanes(d));
+    }
     SATTN_DOT_FMA(0) SATTN_DOT_FMA(1) SATTN_DOT_FMA(2) SATTN_DOT_FMA(3)
   }
   StoreFourSums(d, a00, a10, a20, a30, st);
@@ -185,27 +203,27 @@ HWY_INLINE void DotBlock(D d, const float* HWY_RESTRICT q, size_t ldq, const flo
 
 // st[c * ldst + r] = q_r . k_c for r < rows and c < nb_pad (a multiple of 4; rows past nb are
 // zero-padded keys); lanes of st up to the next multiple of 4 rows get padding sums (ldst is a
-// multiple of 4). Q and K rows are zero-padded to dim_pad.
-template <class D>
-HWY_INLINE void DotScores(D d, const float* q, size_t ldq, size_t rows, const float* k, size_t ldk,
+// multiple of 4). Q and K rows are zero-padded to dim_pad; K rows come from `keys`.
+template <class D, class KRows>
+HWY_INLINE void DotScores(D d, const float* q, size_t ldq, size_t rows, const KRows& keys,
                           size_t nb_pad, size_t dim_pad, float* st, size_t ldst) {
   for (size_t c = 0; c < nb_pad; c += 4) {
     for (size_t r = 0; r < rows; r += 4) {
       const float* qr = q + r * ldq;
-      const float* kc = k + c * ldk;
       float* out = st + c * ldst + r;
+      const bool prefetch = r == 0;  // once per key
       switch (std::min<size_t>(4, rows - r)) {
         case 4:
-          DotBlock<4>(d, qr, ldq, kc, ldk, dim_pad, out, ldst);
+          DotBlock<4>(d, qr, ldq, keys, c, dim_pad, out, ldst, prefetch);
           break;
         case 3:
-          DotBlock<3>(d, qr, ldq, kc, ldk, dim_pad, out, ldst);
+          DotBlock<3>(d, qr, ldq, keys, c, dim_pad, out, ldst, prefetch);
           break;
         case 2:
-          DotBlock<2>(d, qr, ldq, kc, ldk, dim_pad, out, ldst);
+          DotBlock<2>(d, qr, ldq, keys, c, dim_pad, out, ldst, prefetch);
           break;
         default:
-          DotBlock<1>(d, qr, ldq, kc, ldk, dim_pad, out, ldst);
+          DotBlock<1>(d, qr, ldq, keys, c, dim_pad, out, ldst, prefetch);
           break;
       }
     }
@@ -248,30 +266,30 @@ HWY_INLINE bool AnyNonFinite(D d, const float* rows, size_t ld, size_t nb, size_
   return false;
 }
 
-// O[r] = alpha[r] O[r] + P[r] V for MR rows, over all head_dim column blocks.
-template <size_t MR, class D>
+// O[r] = alpha[r] O[r] + P[r] V for MR rows, over all head_dim column blocks; V rows come from
+// `values` (kv_rows-inl.h).
+template <size_t MR, class D, class VRows>
 HWY_INLINE void AccumulatePVRows(D d, size_t dim_v_pad, const float* pt, size_t ldpt,
-                                 const float* v, size_t ldv, size_t nb, float* o,
-                                 const float* alpha) {
+                                 const VRows& values, size_t nb, float* o, const float* alpha) {
   const size_t N = hn::Lanes(d);
   const size_t vectors = dim_v_pad / N;
   size_t j = 0;
   for (; j + kNvP <= vectors; j += kNvP) {
-    GemmTile<MR, kNvP, ALayout::kRowsAdjacent>(d, pt, ldpt, v + j * N, ldv, nb, o + j * N,
+    GemmTile<MR, kNvP, ALayout::kRowsAdjacent>(d, pt, ldpt, values.Columns(j * N), nb, o + j * N,
                                                dim_v_pad, alpha);
   }
   switch (vectors - j) {
     case 3:
-      GemmTile<MR, 3, ALayout::kRowsAdjacent>(d, pt, ldpt, v + j * N, ldv, nb, o + j * N, dim_v_pad,
-                                              alpha);
+      GemmTile<MR, 3, ALayout::kRowsAdjacent>(d, pt, ldpt, values.Columns(j * N), nb, o + j * N,
+                                              dim_v_pad, alpha);
       break;
     case 2:
-      GemmTile<MR, 2, ALayout::kRowsAdjacent>(d, pt, ldpt, v + j * N, ldv, nb, o + j * N, dim_v_pad,
-                                              alpha);
+      GemmTile<MR, 2, ALayout::kRowsAdjacent>(d, pt, ldpt, values.Columns(j * N), nb, o + j * N,
+                                              dim_v_pad, alpha);
       break;
     case 1:
-      GemmTile<MR, 1, ALayout::kRowsAdjacent>(d, pt, ldpt, v + j * N, ldv, nb, o + j * N, dim_v_pad,
-                                              alpha);
+      GemmTile<MR, 1, ALayout::kRowsAdjacent>(d, pt, ldpt, values.Columns(j * N), nb, o + j * N,
+                                              dim_v_pad, alpha);
       break;
     default:
       break;
@@ -280,22 +298,22 @@ HWY_INLINE void AccumulatePVRows(D d, size_t dim_v_pad, const float* pt, size_t 
 
 // The same for `rows` (1..kMrP) rows: a work item with few rows (decoding) uses a register
 // block of its size rather than computing padding rows.
-template <class D>
+template <class D, class VRows>
 HWY_INLINE void AccumulatePV(D d, size_t rows, size_t dim_v_pad, const float* pt, size_t ldpt,
-                             const float* v, size_t ldv, size_t nb, float* o, const float* alpha) {
+                             const VRows& values, size_t nb, float* o, const float* alpha) {
   switch (std::min(rows, kMrP)) {
     case 1:
-      return AccumulatePVRows<1>(d, dim_v_pad, pt, ldpt, v, ldv, nb, o, alpha);
+      return AccumulatePVRows<1>(d, dim_v_pad, pt, ldpt, values, nb, o, alpha);
     case 2:
-      return AccumulatePVRows<2>(d, dim_v_pad, pt, ldpt, v, ldv, nb, o, alpha);
+      return AccumulatePVRows<2>(d, dim_v_pad, pt, ldpt, values, nb, o, alpha);
     case 3:
-      return AccumulatePVRows<3>(d, dim_v_pad, pt, ldpt, v, ldv, nb, o, alpha);
+      return AccumulatePVRows<3>(d, dim_v_pad, pt, ldpt, values, nb, o, alpha);
     case 4:
-      return AccumulatePVRows<4>(d, dim_v_pad, pt, ldpt, v, ldv, nb, o, alpha);
+      return AccumulatePVRows<4>(d, dim_v_pad, pt, ldpt, values, nb, o, alpha);
     case 5:
-      return AccumulatePVRows<5>(d, dim_v_pad, pt, ldpt, v, ldv, nb, o, alpha);
+      return AccumulatePVRows<5>(d, dim_v_pad, pt, ldpt, values, nb, o, alpha);
     default:
-      return AccumulatePVRows<kMrP>(d, dim_v_pad, pt, ldpt, v, ldv, nb, o, alpha);
+      return AccumulatePVRows<kMrP>(d, dim_v_pad, pt, ldpt, values, nb, o, alpha);
   }
 }
 

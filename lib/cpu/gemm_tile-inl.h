@@ -15,6 +15,7 @@
 
 #include <cstddef>
 
+#include "cpu/kv_rows-inl.h"
 #include "hwy/highway.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -68,24 +69,23 @@ constexpr size_t kVectorRegisters =
 
 // row_scale == nullptr: C = A * B (C is only written). Otherwise C = C * row_scale[r] + A * B,
 // which is how the PV product folds in the online-softmax rescale of O for free.
-// B rows are b + k * ldb, each NV * Lanes(d) contiguous floats; C rows are c + r * ldc.
-template <size_t MR, size_t NV, ALayout kLayout, class D>
-HWY_NOINLINE void GemmTile(D d, const float* HWY_RESTRICT a, size_t lda,
-                           const float* HWY_RESTRICT b, size_t ldb, size_t k_count,
+// B row k is b.Row(k), NV * Lanes(d) elements read through b.Load (kv_rows-inl.h: dense f32 or a
+// cache's rows converted in registers); C rows are c + r * ldc.
+template <size_t MR, size_t NV, ALayout kLayout, class D, class BRows>
+HWY_NOINLINE void GemmTile(D d, const float* HWY_RESTRICT a, size_t lda, BRows b, size_t k_count,
                            float* HWY_RESTRICT c, size_t ldc, const float* HWY_RESTRICT row_scale) {
   static_assert(MR >= 1 && MR <= 8 && NV >= 1 && NV <= 4, "register block out of range");
   using V = hn::Vec<D>;
   const size_t N = hn::Lanes(d);
-  SATTN_GEMM_DECLARE_ROW(0)
-  SATTN_GEMM_DECLARE_ROW(1)
-  SATTN_GEMM_DECLARE_ROW(2) SATTN_GEMM_DECLARE_ROW(3) SATTN_GEMM_DECLARE_ROW(4)
-      SATTN_GEMM_DECLARE_ROW(5) SATTN_GEMM_DECLARE_ROW(6)
-          SATTN_GEMM_DECLARE_ROW(7) if (row_scale != nullptr) {
-    SATTN_GEMM_LOAD_ROW(0)
-    SATTN_GEMM_LOAD_ROW(1)
-    SATTN_GEMM_LOAD_ROW(2) SATTN_GEMM_LOAD_ROW(3) SATTN_GEMM_LOAD_ROW(4) SATTN_GEMM_LOAD_ROW(5)
-        SATTN_GEMM_LOAD_ROW(6) SATTN_GEMM_LOAD_ROW(7)
+  // clang-format off
+  SATTN_GEMM_DECLARE_ROW(0) SATTN_GEMM_DECLARE_ROW(1) SATTN_GEMM_DECLARE_ROW(2)
+  SATTN_GEMM_DECLARE_ROW(3) SATTN_GEMM_DECLARE_ROW(4) SATTN_GEMM_DECLARE_ROW(5)
+  SATTN_GEMM_DECLARE_ROW(6) SATTN_GEMM_DECLARE_ROW(7)
+  if (row_scale != nullptr) {
+    SATTN_GEMM_LOAD_ROW(0) SATTN_GEMM_LOAD_ROW(1) SATTN_GEMM_LOAD_ROW(2) SATTN_GEMM_LOAD_ROW(3)
+    SATTN_GEMM_LOAD_ROW(4) SATTN_GEMM_LOAD_ROW(5) SATTN_GEMM_LOAD_ROW(6) SATTN_GEMM_LOAD_ROW(7)
   }
+  // clang-format on
   // Row pointers of A for the row-major layout (unused rows point at row 0: never read).
   const float* a0 = a;
   const float* a1 = a + (MR > 1 ? lda : 0);
@@ -96,23 +96,23 @@ HWY_NOINLINE void GemmTile(D d, const float* HWY_RESTRICT a, size_t lda,
   const float* a6 = a + (MR > 6 ? 6 * lda : 0);
   const float* a7 = a + (MR > 7 ? 7 * lda : 0);
   for (size_t k = 0; k < k_count; ++k) {
-    const float* HWY_RESTRICT bk = b + k * ldb;
+    const auto* HWY_RESTRICT bk = b.Row(k);
     const float* HWY_RESTRICT ak = a + k * lda;  // kRowsAdjacent only
     (void)ak;
-    const V b0 = hn::LoadU(d, bk);
-    const V b1 = NV > 1 ? hn::LoadU(d, bk + N) : b0;
-    const V b2 = NV > 2 ? hn::LoadU(d, bk + 2 * N) : b0;
-    const V b3 = NV > 3 ? hn::LoadU(d, bk + 3 * N) : b0;
-    SATTN_GEMM_FMA_ROW(0)
-    SATTN_GEMM_FMA_ROW(1)
-    SATTN_GEMM_FMA_ROW(2) SATTN_GEMM_FMA_ROW(3) SATTN_GEMM_FMA_ROW(4) SATTN_GEMM_FMA_ROW(5)
-        SATTN_GEMM_FMA_ROW(6) SATTN_GEMM_FMA_ROW(7)
+    const V b0 = b.Load(d, bk, 0);
+    const V b1 = NV > 1 ? b.Load(d, bk, N) : b0;
+    const V b2 = NV > 2 ? b.Load(d, bk, 2 * N) : b0;
+    const V b3 = NV > 3 ? b.Load(d, bk, 3 * N) : b0;
+    // clang-format off
+    SATTN_GEMM_FMA_ROW(0) SATTN_GEMM_FMA_ROW(1) SATTN_GEMM_FMA_ROW(2) SATTN_GEMM_FMA_ROW(3)
+    SATTN_GEMM_FMA_ROW(4) SATTN_GEMM_FMA_ROW(5) SATTN_GEMM_FMA_ROW(6) SATTN_GEMM_FMA_ROW(7)
+    // clang-format on
   }
-  SATTN_GEMM_STORE_ROW(0)
-  SATTN_GEMM_STORE_ROW(1)
-  SATTN_GEMM_STORE_ROW(2) SATTN_GEMM_STORE_ROW(3) SATTN_GEMM_STORE_ROW(4) SATTN_GEMM_STORE_ROW(5)
-      SATTN_GEMM_STORE_ROW(6) SATTN_GEMM_STORE_ROW(7)(void) a0,
-      (void)a1, (void)a2, (void)a3, (void)a4, (void)a5, (void)a6, (void)a7;
+  // clang-format off
+  SATTN_GEMM_STORE_ROW(0) SATTN_GEMM_STORE_ROW(1) SATTN_GEMM_STORE_ROW(2) SATTN_GEMM_STORE_ROW(3)
+  SATTN_GEMM_STORE_ROW(4) SATTN_GEMM_STORE_ROW(5) SATTN_GEMM_STORE_ROW(6) SATTN_GEMM_STORE_ROW(7)
+  (void)a0, (void)a1, (void)a2, (void)a3, (void)a4, (void)a5, (void)a6, (void)a7;
+  // clang-format on
 }
 
 #undef SATTN_GEMM_DECLARE_ROW

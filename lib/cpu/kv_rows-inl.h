@@ -1,0 +1,84 @@
+// Where the tile micro-kernels read their rows of K or V from, as f32 vectors:
+//  - DenseRows: a converted tile, dense f32 rows at a fixed stride (prefill: each row is
+//    converted once per work item and then read by ~192 query rows).
+//  - CacheRows<T>: the caller's K/V rows in place, f32, f16 or bf16, one pointer per key and
+//    the conversion done in registers as each vector is loaded (decode: a row serves only a
+//    few query rows, so converting it into a tile first costs a store and a reload of twice its
+//    bytes, which made decoding compute-bound at about half the memory bandwidth).
+// Both yield the same f32 values, so a kernel gives the same bytes from either.
+#if defined(STREAMATTN_CPU_KV_ROWS_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef STREAMATTN_CPU_KV_ROWS_INL_H_
+#undef STREAMATTN_CPU_KV_ROWS_INL_H_
+#else
+#define STREAMATTN_CPU_KV_ROWS_INL_H_
+#endif
+
+#include <cstddef>
+#include <type_traits>
+
+#include "cpu/convert-inl.h"
+#include "hwy/cache_control.h"
+#include "hwy/highway.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace streamattn {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+struct DenseRows {
+  const float* base;
+  size_t ld;  // floats from one row to the next
+
+  const float* Row(size_t row) const { return base + row * ld; }
+  template <class D>
+  static HWY_INLINE hn::Vec<D> Load(D d, const float* HWY_RESTRICT row, size_t i) {
+    return hn::LoadU(d, row + i);
+  }
+  // The same rows from column `first` on.
+  DenseRows Columns(size_t first) const { return DenseRows{base + first, ld}; }
+  void PrefetchNext(size_t /* row */, size_t /* i */, size_t /* lanes */) const {}
+};
+
+// T is float, hwy::float16_t or hwy::bfloat16_t. Each row holds at least as many elements as
+// the kernel reads (callers use this only for head dims that are whole vectors).
+//
+// Reading a head's rows of a tile while the tile's keys also hold the other heads' rows ([..,
+// heads, dim] caches) is a pattern the hardware prefetchers follow poorly, so the key rows
+// also carry the same head's K and V rows of the next tile: PrefetchNext, called as the
+// scores walk a row, requests their lines a tile ahead, a few per step rather than in a burst
+// that would fill the core's miss buffers and stall the arithmetic.
+template <typename T>
+struct CacheRows {
+  const T* const* rows;                   // rows[r]: element 0 of row r
+  size_t first;                           // column offset added to every row
+  const T* const* next_keys = nullptr;    // PrefetchNext only: the next tile's K rows
+  const T* const* next_values = nullptr;  // and V rows, row for row
+
+  const T* Row(size_t row) const { return rows[row] + first; }
+  template <class D>
+  static HWY_INLINE hn::Vec<D> Load(D d, const T* HWY_RESTRICT row, size_t i) {
+    if constexpr (std::is_same_v<T, float>) {
+      return hn::LoadU(d, row + i);
+    } else if constexpr (std::is_same_v<T, hwy::float16_t>) {
+      return LoadF16AsF32(d, row + i);
+    } else {
+      return hn::PromoteTo(d, hn::LoadU(hn::Rebind<hwy::bfloat16_t, D>(), row + i));
+    }
+  }
+  CacheRows Columns(size_t columns) const { return CacheRows{rows, first + columns}; }
+  // Prefetches the lines holding element i of next_keys[row] and next_values[row], once per
+  // line as i advances by `lanes`.
+  HWY_INLINE void PrefetchNext(size_t row, size_t i, size_t lanes) const {
+    constexpr size_t kLineElements = 64 / sizeof(T);
+    if (i % kLineElements < lanes) {
+      hwy::Prefetch(next_keys[row] + first + i);
+      hwy::Prefetch(next_values[row] + first + i);
+    }
+  }
+};
+
+}  // namespace HWY_NAMESPACE
+}  // namespace streamattn
+HWY_AFTER_NAMESPACE();
+
+#endif  // STREAMATTN_CPU_KV_ROWS_INL_H_
