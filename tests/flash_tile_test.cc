@@ -1,7 +1,7 @@
 // The flash forward's tile kernels (cpu/flash_tile-inl.h) on every compiled target, against
 // plain loops: dot-product scores for any row and key count, and O += P V for any row count;
 // and the same kernels reading a cache's rows in place (kv_rows-inl.h) against the converted
-// rows: the same bytes, whatever the dtype.
+// rows: the same bytes, whatever the dtype; and the packed online softmax against the panel.
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -14,6 +14,7 @@
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 #include "hwy/highway.h"
 #include "cpu/flash_tile-inl.h"
+#include "cpu/flash_softmax-inl.h"
 #include "core/dtype.h"
 #include "cpu/kv_rows-inl.h"
 #include "hwy/tests/hwy_gtest.h"
@@ -153,6 +154,49 @@ void TestCacheRowsMatchDenseRows() {
   CheckCacheRowsMatchDenseRows<hwy::bfloat16_t>();
 }
 
+// The packed online softmax (decoding's few rows per head, keys side by side in a vector)
+// against the one-lane-per-row form on the same scores: the same maxima, rescale factors and
+// probabilities, sums to rounding; from an empty state and from one a previous tile left.
+void TestOnlineSoftmaxPackedMatchesPanel() {
+  const hn::ScalableTag<float> d;
+  const size_t N = hn::Lanes(d);
+  if ((N & (N - 1)) != 0) return;  // packing needs a power-of-two vector
+  std::mt19937 rng(8);
+  std::uniform_real_distribution<float> u(-6.0f, 6.0f);
+  for (size_t rows = 1; rows <= N && rows <= 8; rows *= 2) {
+    for (size_t nb : {size_t{1}, size_t{5}, size_t{16}}) {
+      for (bool empty : {true, false}) {
+        std::vector<float> scores(nb * rows);
+        for (float& x : scores) x = u(rng);
+        std::vector<float> m(N, kNegInf), l(N, 0.0f), m_packed, l_packed;
+        if (!empty) {
+          for (size_t r = 0; r < rows; ++r) m[r] = u(rng), l[r] = 1.0f + std::abs(u(rng));
+        }
+        m_packed = m, l_packed = l;
+        // One lane per row: st[c * N + r].
+        std::vector<float> st(nb * N, 0.0f), alpha(N);
+        for (size_t c = 0; c < nb; ++c) {
+          for (size_t r = 0; r < rows; ++r) st[c * N + r] = scores[c * rows + r];
+        }
+        OnlineSoftmaxPanel(d, TileScoring(), st.data(), N, nb, N, m.data(), l.data(), alpha.data());
+        std::vector<float> packed = scores, alpha_packed(N);
+        packed.resize((nb * rows + N - 1) / N * N, 12345.0f);  // padding lanes: overwritten
+        OnlineSoftmaxPacked(d, packed.data(), nb, rows, m_packed.data(), l_packed.data(),
+                            alpha_packed.data());
+        for (size_t r = 0; r < rows; ++r) {
+          ASSERT_EQ(m[r], m_packed[r]) << "rows " << rows << " nb " << nb;
+          ASSERT_EQ(alpha[r], alpha_packed[r]) << "rows " << rows << " nb " << nb;
+          ASSERT_NEAR(l[r], l_packed[r], 1e-6 * l[r]) << "rows " << rows << " nb " << nb;
+          for (size_t c = 0; c < nb; ++c) {
+            ASSERT_EQ(st[c * N + r], packed[c * rows + r]) << "p, key " << c << " row " << r;
+          }
+        }
+        for (size_t i = nb * rows; i < packed.size(); ++i) ASSERT_EQ(packed[i], 0.0f);
+      }
+    }
+  }
+}
+
 }  // namespace HWY_NAMESPACE
 }  // namespace streamattn
 HWY_AFTER_NAMESPACE();
@@ -166,6 +210,7 @@ HWY_TARGET_INSTANTIATE_TEST_SUITE_P(FlashTileTest);
 HWY_EXPORT_AND_TEST_P(FlashTileTest, TestDotScores);
 HWY_EXPORT_AND_TEST_P(FlashTileTest, TestAccumulatePV);
 HWY_EXPORT_AND_TEST_P(FlashTileTest, TestCacheRowsMatchDenseRows);
+HWY_EXPORT_AND_TEST_P(FlashTileTest, TestOnlineSoftmaxPackedMatchesPanel);
 
 }  // namespace
 }  // namespace streamattn

@@ -166,6 +166,20 @@ HWY_INLINE void AdvanceHeadOverTile(D d, const AttentionArgs& a, const FlashConf
   float* l = head + cfg.head_l;
   float* st = scratch + cfg.st;
   float* alpha = scratch + cfg.alpha;
+  if constexpr (!kDense) {
+    if (cfg.packed_scores) {
+      // Decoding's few rows per head: the scores packed key after key (OnlineSoftmaxPacked).
+      const size_t N = hn::Lanes(d);
+      DotScores(d, q, cfg.dim_pad, rows, keys, nb_pad, cfg.dim_pad, st, rows);
+      if (a.softcap > 0.0f) ApplySoftcap(d, a.softcap * kLog2e, st, N, (nb * rows + N - 1) / N, N);
+      OnlineSoftmaxPacked(d, st, nb, rows, m, l, alpha);
+      for (size_t r = 0; r < rows; r += kMrP) {
+        AccumulatePV(d, std::min(kMrP, rows - r), dvp, st + r, rows, values, nb, o + r * dvp,
+                     alpha + r);
+      }
+      return;
+    }
+  }
   bool any_partial = false;
   for (size_t p = 0; p < panels; ++p) {
     if (!panel_active[p]) continue;

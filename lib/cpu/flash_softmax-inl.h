@@ -138,6 +138,77 @@ HWY_INLINE void OnlineSoftmaxPanel(D d, const TileScoring& sc, float* HWY_RESTRI
   }
 }
 
+// Lane i of v moved to lane i - shift (mod Lanes(d), a power of two): lanes `shift` apart meet.
+template <class D, class V = hn::Vec<D>>
+HWY_INLINE V RotateLanesDown(D d, V v, size_t shift) {
+  const hn::RebindToSigned<D> di;
+  const auto index = hn::And(hn::Add(hn::Iota(di, 0), hn::Set(di, static_cast<int32_t>(shift))),
+                             hn::Set(di, static_cast<int32_t>(hn::Lanes(d) - 1)));
+  return hn::TableLookupLanes(v, hn::IndicesFromVec(d, index));
+}
+
+// Lanes [0, rows) of v repeated across the vector (rows divides Lanes(d)).
+template <class D, class V = hn::Vec<D>>
+HWY_INLINE V RepeatFirstLanes(D d, V v, size_t rows) {
+  const hn::RebindToSigned<D> di;
+  const auto index = hn::And(hn::Iota(di, 0), hn::Set(di, static_cast<int32_t>(rows - 1)));
+  return hn::TableLookupLanes(v, hn::IndicesFromVec(d, index));
+}
+
+// The online-softmax step for a head with few query rows, its tile's scores packed densely:
+// st[c * rows + r] for key c < nb and row r, Lanes(d) / rows keys per vector (rows and Lanes(d)
+// powers of two), every key visible, no ALiBi. Decoding has 1 to 8 rows per head, which the
+// one-lane-per-row form leaves in a vector of 16 lanes: packed, a tile of 16 keys costs
+// rows vectors of exp2 rather than 16. A row's lanes in a vector are reduced with log2(keys
+// per vector) lane rotations for its maximum and again for its sum. m, l and alpha hold each
+// row's value in lane r < rows (the layout of OnlineSoftmaxPanel) and, on exit, repeated in
+// every key slot of the vector; st's lanes past nb * rows, up to whole vectors, are
+// overwritten.
+template <class D>
+HWY_INLINE void OnlineSoftmaxPacked(D d, float* HWY_RESTRICT st, size_t nb, size_t rows,
+                                    float* HWY_RESTRICT m, float* HWY_RESTRICT l,
+                                    float* HWY_RESTRICT alpha) {
+  using V = hn::Vec<D>;
+  const size_t N = hn::Lanes(d);
+  const size_t vectors = (nb * rows + N - 1) / N;
+  for (size_t i = nb * rows; i < vectors * N; ++i) st[i] = kNegInf;  // no key: exp2 gives 0
+  const V neg_inf = hn::Set(d, kNegInf);
+  const V m_old = RepeatFirstLanes(d, hn::LoadU(d, m), rows);
+  V mx = m_old, mx1 = neg_inf;
+  size_t v = 0;
+  for (; v + 2 <= vectors; v += 2) {
+    mx = hn::Max(mx, hn::LoadU(d, st + v * N));
+    mx1 = hn::Max(mx1, hn::LoadU(d, st + (v + 1) * N));
+  }
+  if (v < vectors) mx = hn::Max(mx, hn::LoadU(d, st + v * N));
+  mx = hn::Max(mx, mx1);
+  for (size_t shift = rows; shift < N; shift *= 2) mx = hn::Max(mx, RotateLanesDown(d, mx, shift));
+  // As in OnlineSoftmaxPanel: a row that has seen nothing subtracts 0, not -inf.
+  const V m_use = hn::IfThenElse(hn::Eq(mx, neg_inf), hn::Zero(d), mx);
+  V sum0 = hn::Zero(d), sum1 = hn::Zero(d);
+  for (v = 0; v + 2 <= vectors; v += 2) {
+    float* p0 = st + v * N;
+    const V e0 = Exp2NonPositive(d, hn::Sub(hn::LoadU(d, p0), m_use));
+    const V e1 = Exp2NonPositive(d, hn::Sub(hn::LoadU(d, p0 + N), m_use));
+    hn::StoreU(e0, d, p0);
+    hn::StoreU(e1, d, p0 + N);
+    sum0 = hn::Add(sum0, e0);
+    sum1 = hn::Add(sum1, e1);
+  }
+  if (v < vectors) {
+    const V e0 = Exp2NonPositive(d, hn::Sub(hn::LoadU(d, st + v * N), m_use));
+    hn::StoreU(e0, d, st + v * N);
+    sum0 = hn::Add(sum0, e0);
+  }
+  V sum = hn::Add(sum0, sum1);
+  for (size_t shift = rows; shift < N; shift *= 2)
+    sum = hn::Add(sum, RotateLanesDown(d, sum, shift));
+  const V a = Exp2NonPositive(d, hn::Sub(m_old, m_use));
+  hn::StoreU(a, d, alpha);
+  hn::StoreU(hn::MulAdd(RepeatFirstLanes(d, hn::LoadU(d, l), rows), a, sum), d, l);
+  hn::StoreU(mx, d, m);
+}
+
 }  // namespace HWY_NAMESPACE
 }  // namespace streamattn
 HWY_AFTER_NAMESPACE();

@@ -56,6 +56,9 @@ struct FlashConfig {
   // Dot scores read whole tiles' K and V rows from the cache in place (kv_rows-inl.h) rather
   // than converting them first: head dims of whole vectors, unit element strides, one dtype.
   bool cache_in_place;
+  // In-place tiles pack their scores densely, key after key (OnlineSoftmaxPacked): the rows
+  // per head divide the lanes, both powers of two, and there is no ALiBi.
+  bool packed_scores;
   // Offsets into the worker's scratch, in floats: the tile's K and V (per head), S^T and the
   // per-row arrays shared by the heads, then one block of state per head.
   size_t kc, vc, st, alpha, lo_rel, hi_rel, diag_rel, tmp, lo, hi, flags;
@@ -86,6 +89,9 @@ FlashConfig MakeFlashConfig(D d, const AttentionArgs& a) {
   c.cache_in_place = c.dot_scores && c.dim == c.dim_pad &&
                      static_cast<size_t>(a.head_dim_v) == c.dim_v_pad && a.k.stride(3) == 1 &&
                      a.v.stride(3) == 1 && a.k.dtype == a.v.dtype;
+  const bool lanes_power_of_two = (c.lanes & (c.lanes - 1)) == 0;
+  c.packed_scores = c.cache_in_place && lanes_power_of_two && c.lanes % rows == 0 &&
+                    (rows & (rows - 1)) == 0 && a.alibi_slopes.empty();
   size_t at = 0;
   auto take = [&](size_t floats) {
     const size_t offset = at;
