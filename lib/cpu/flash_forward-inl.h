@@ -37,6 +37,16 @@
 #include "cpu/online_state-inl.h"
 #include "hwy/highway.h"
 
+// Reading the cache in place is compiled for the targets with an f16 conversion instruction
+// (kNativeF16: AVX2 and up, Arm): its per-dtype instantiations of the micro-kernels would more
+// than double the compile time of the older targets, which decode with the converted tile.
+#undef SATTN_CACHE_IN_PLACE
+#if (HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2) || HWY_ARCH_ARM_A64 || HWY_ARCH_RVV
+#define SATTN_CACHE_IN_PLACE 1
+#else
+#define SATTN_CACHE_IN_PLACE 0
+#endif
+
 HWY_BEFORE_NAMESPACE();
 namespace streamattn {
 namespace HWY_NAMESPACE {
@@ -149,11 +159,11 @@ HWY_INLINE void PackQueries(D d, const AttentionArgs& a, const FlashConfig& cfg,
 // tile (DenseRows), or the cache in place (CacheRows), which FlashForwardWorkItem uses only
 // for dot scores on tiles every row sees whole.
 template <class D, class KRows, class VRows>
-HWY_INLINE void AdvanceHeadOverTile(D d, const AttentionArgs& a, const FlashConfig& cfg,
-                                    const WorkItem& item, int64_t hkv, size_t rows, int64_t k0,
-                                    size_t nb, size_t nb_pad, const KRows& keys,
-                                    const VRows& values, const TileScoring& scoring, float* head,
-                                    float* HWY_RESTRICT scratch) {
+HWY_NOINLINE void AdvanceHeadOverTile(D d, const AttentionArgs& a, const FlashConfig& cfg,
+                                      const WorkItem& item, int64_t hkv, size_t rows, int64_t k0,
+                                      size_t nb, size_t nb_pad, const KRows& keys,
+                                      const VRows& values, const TileScoring& scoring, float* head,
+                                      float* HWY_RESTRICT scratch) {
   constexpr bool kDense = std::is_same_v<KRows, DenseRows> && std::is_same_v<VRows, DenseRows>;
   const size_t R = cfg.rows_pad, dvp = cfg.dim_v_pad;
   const size_t panels = (rows + cfg.panel_rows - 1) / cfg.panel_rows;
@@ -239,10 +249,11 @@ HWY_INLINE void AdvanceHeadOverTile(D d, const AttentionArgs& a, const FlashConf
 // of the next tile, which the scores prefetch as they go (CacheRows::PrefetchNext): a tile
 // ahead, the lines arrive while the other heads compute.
 template <typename T, class D>
-HWY_INLINE void AdvanceHeadsOverCacheTile(D d, const AttentionArgs& a, const FlashConfig& cfg,
-                                          const WorkItem& item, size_t rows, int64_t k0, size_t nb,
-                                          size_t nb_pad, int64_t key_end,
-                                          const TileScoring& scoring, float* HWY_RESTRICT scratch) {
+HWY_NOINLINE void AdvanceHeadsOverCacheTile(D d, const AttentionArgs& a, const FlashConfig& cfg,
+                                            const WorkItem& item, size_t rows, int64_t k0,
+                                            size_t nb, size_t nb_pad, int64_t key_end,
+                                            const TileScoring& scoring,
+                                            float* HWY_RESTRICT scratch) {
   const size_t heads = static_cast<size_t>(cfg.heads), kpt = cfg.keys_per_tile;
   const T** key_rows = reinterpret_cast<const T**>(scratch + cfg.cache_rows);
   const T** value_rows = key_rows + heads * kpt;
@@ -346,6 +357,7 @@ void FlashForwardWorkItem(D d, const AttentionArgs& a, const FlashConfig& cfg, c
       panel_covered[p] = full;
     }
     if (!any_active) continue;
+#if SATTN_CACHE_IN_PLACE
     if (cfg.cache_in_place && !panel_partial[0]) {  // dot scores: a single panel
       switch (a.k.dtype) {
         case DType::kF16:
@@ -363,6 +375,7 @@ void FlashForwardWorkItem(D d, const AttentionArgs& a, const FlashConfig& cfg, c
       }
       continue;
     }
+#endif
     float* kt = scratch + cfg.kc;
     float* vt = scratch + cfg.vc;
     LoadKeyTile(d, a, cfg, b, item.hkv_begin, k0, nb, nb_pad, kt, vt);

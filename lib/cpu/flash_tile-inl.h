@@ -86,7 +86,7 @@ FlashConfig MakeFlashConfig(D d, const AttentionArgs& a) {
   // Decoding, speculative decoding included: all of seq_q fits one work item of few rows.
   c.heads = rows <= 64 && c.positions == a.seq_q ? a.heads_kv : 1;
   c.keys_per_tile = std::max<size_t>(16, kKeysPerTile / static_cast<size_t>(c.heads)) / 8 * 8;
-  c.cache_in_place = c.dot_scores && c.dim == c.dim_pad &&
+  c.cache_in_place = kNativeF16 && c.dot_scores && c.dim == c.dim_pad &&
                      static_cast<size_t>(a.head_dim_v) == c.dim_v_pad && a.k.stride(3) == 1 &&
                      a.v.stride(3) == 1 && a.k.dtype == a.v.dtype;
   const bool lanes_power_of_two = (c.lanes & (c.lanes - 1)) == 0;
