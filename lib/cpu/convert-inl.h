@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "core/dtype.h"
 #include "hwy/highway.h"
@@ -55,6 +56,18 @@ HWY_INLINE hn::Vec<DF> LoadF16AsF32(DF df, const hwy::float16_t* HWY_RESTRICT p)
   }
 }
 
+// One vector of T (float, hwy::float16_t or hwy::bfloat16_t) from p, as float.
+template <typename T, class DF>
+HWY_INLINE hn::Vec<DF> LoadAsF32(DF df, const T* HWY_RESTRICT p) {
+  if constexpr (std::is_same_v<T, float>) {
+    return hn::LoadU(df, p);
+  } else if constexpr (std::is_same_v<T, hwy::float16_t>) {
+    return LoadF16AsF32(df, p);
+  } else {
+    return hn::PromoteTo(df, hn::LoadU(hn::Rebind<hwy::bfloat16_t, DF>(), p));
+  }
+}
+
 // dst[i] = row[i * stride] as float, for i < n.
 template <class D>
 HWY_INLINE void LoadRowAsF32(D d, DType dtype, const void* row, int64_t stride, size_t n,
@@ -69,15 +82,12 @@ HWY_INLINE void LoadRowAsF32(D d, DType dtype, const void* row, int64_t stride, 
       }
       case DType::kF16: {
         const auto* src = static_cast<const hwy::float16_t*>(row);
-        for (; i + lanes <= n; i += lanes) hn::StoreU(LoadF16AsF32(d, src + i), d, dst + i);
+        for (; i + lanes <= n; i += lanes) hn::StoreU(LoadAsF32(d, src + i), d, dst + i);
         break;
       }
       case DType::kBF16: {
-        const hn::Rebind<hwy::bfloat16_t, D> db;
         const auto* src = static_cast<const hwy::bfloat16_t*>(row);
-        for (; i + lanes <= n; i += lanes) {
-          hn::StoreU(hn::PromoteTo(d, hn::LoadU(db, src + i)), d, dst + i);
-        }
+        for (; i + lanes <= n; i += lanes) hn::StoreU(LoadAsF32(d, src + i), d, dst + i);
         break;
       }
       case DType::kI32:

@@ -37,16 +37,6 @@
 #include "cpu/online_state-inl.h"
 #include "hwy/highway.h"
 
-// Reading the cache in place is compiled for the targets with an f16 conversion instruction
-// (kNativeF16: AVX2 and up, Arm): its per-dtype instantiations of the micro-kernels would more
-// than double the compile time of the older targets, which decode with the converted tile.
-#undef SATTN_CACHE_IN_PLACE
-#if (HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2) || HWY_ARCH_ARM_A64 || HWY_ARCH_RVV
-#define SATTN_CACHE_IN_PLACE 1
-#else
-#define SATTN_CACHE_IN_PLACE 0
-#endif
-
 HWY_BEFORE_NAMESPACE();
 namespace streamattn {
 namespace HWY_NAMESPACE {
@@ -357,25 +347,28 @@ void FlashForwardWorkItem(D d, const AttentionArgs& a, const FlashConfig& cfg, c
       panel_covered[p] = full;
     }
     if (!any_active) continue;
-#if SATTN_CACHE_IN_PLACE
-    if (cfg.cache_in_place && !panel_partial[0]) {  // dot scores: a single panel
-      switch (a.k.dtype) {
-        case DType::kF16:
-          AdvanceHeadsOverCacheTile<hwy::float16_t>(d, a, cfg, item, rows, k0, nb, nb_pad,
-                                                    key_hi + 1, scoring, scratch);
-          break;
-        case DType::kBF16:
-          AdvanceHeadsOverCacheTile<hwy::bfloat16_t>(d, a, cfg, item, rows, k0, nb, nb_pad,
-                                                     key_hi + 1, scoring, scratch);
-          break;
-        default:
-          AdvanceHeadsOverCacheTile<float>(d, a, cfg, item, rows, k0, nb, nb_pad, key_hi + 1,
-                                           scoring, scratch);
-          break;
+    // Reading the cache in place is compiled only where f16 converts by an instruction
+    // (kNativeF16: AVX2 and up, Arm; cfg.cache_in_place is false elsewhere): its per-dtype
+    // micro-kernels would more than double the compile time of the older targets.
+    if constexpr (kNativeF16) {
+      if (cfg.cache_in_place && !panel_partial[0]) {  // dot scores: a single panel
+        switch (a.k.dtype) {
+          case DType::kF16:
+            AdvanceHeadsOverCacheTile<hwy::float16_t>(d, a, cfg, item, rows, k0, nb, nb_pad,
+                                                      key_hi + 1, scoring, scratch);
+            break;
+          case DType::kBF16:
+            AdvanceHeadsOverCacheTile<hwy::bfloat16_t>(d, a, cfg, item, rows, k0, nb, nb_pad,
+                                                       key_hi + 1, scoring, scratch);
+            break;
+          default:
+            AdvanceHeadsOverCacheTile<float>(d, a, cfg, item, rows, k0, nb, nb_pad, key_hi + 1,
+                                             scoring, scratch);
+            break;
+        }
+        continue;
       }
-      continue;
     }
-#endif
     float* kt = scratch + cfg.kc;
     float* vt = scratch + cfg.vc;
     LoadKeyTile(d, a, cfg, b, item.hkv_begin, k0, nb, nb_pad, kt, vt);

@@ -61,6 +61,49 @@ HWY_INLINE void ApplySoftcap(D d, float softcap2, float* HWY_RESTRICT st, size_t
   }
 }
 
+// The maximum of init and p[i * stride], i < count: four chains, as one would wait out the
+// Max latency once per vector.
+template <class D, class V = hn::Vec<D>>
+HWY_INLINE V MaxOfStrided(D d, const float* HWY_RESTRICT p, size_t count, size_t stride, V init) {
+  const V neg_inf = hn::Set(d, kNegInf);
+  V mx = init, mx1 = neg_inf, mx2 = neg_inf, mx3 = neg_inf;
+  size_t i = 0;
+  for (; i + 4 <= count; i += 4) {
+    const float* q = p + i * stride;
+    mx = hn::Max(mx, hn::LoadU(d, q));
+    mx1 = hn::Max(mx1, hn::LoadU(d, q + stride));
+    mx2 = hn::Max(mx2, hn::LoadU(d, q + 2 * stride));
+    mx3 = hn::Max(mx3, hn::LoadU(d, q + 3 * stride));
+  }
+  for (; i < count; ++i) mx = hn::Max(mx, hn::LoadU(d, p + i * stride));
+  return hn::Max(hn::Max(mx, mx1), hn::Max(mx2, mx3));
+}
+
+// p[i * stride] = exp2(p[i * stride] - m_use) in place for i < count (scores at most m_use);
+// returns their sum, kept in two chains.
+template <class D, class V = hn::Vec<D>>
+HWY_INLINE V Exp2InPlaceAndSum(D d, float* HWY_RESTRICT p, size_t count, size_t stride, V m_use) {
+  V sum0 = hn::Zero(d), sum1 = hn::Zero(d);
+  size_t i = 0;
+  for (; i + 2 <= count; i += 2) {
+    float* p0 = p + i * stride;
+    float* p1 = p0 + stride;
+    const V e0 = Exp2NonPositive(d, hn::Sub(hn::LoadU(d, p0), m_use));
+    const V e1 = Exp2NonPositive(d, hn::Sub(hn::LoadU(d, p1), m_use));
+    hn::StoreU(e0, d, p0);
+    hn::StoreU(e1, d, p1);
+    sum0 = hn::Add(sum0, e0);
+    sum1 = hn::Add(sum1, e1);
+  }
+  if (i < count) {
+    float* p0 = p + i * stride;
+    const V e0 = Exp2NonPositive(d, hn::Sub(hn::LoadU(d, p0), m_use));
+    hn::StoreU(e0, d, p0);
+    sum0 = hn::Add(sum0, e0);
+  }
+  return hn::Add(sum0, sum1);
+}
+
 // Rows [0, rows) of a panel (rows a multiple of Lanes(d)) against keys [0, bc) of a tile:
 // st[c * ldst + r] holds raw products on entry and P^T on exit; m, l are the rows' states and
 // alpha receives each row's rescale factor for O. `transformed` is true when raw products are
@@ -78,18 +121,7 @@ HWY_INLINE void OnlineSoftmaxPanel(D d, const TileScoring& sc, float* HWY_RESTRI
     const V m_old = hn::LoadU(d, m + r);
     V mx = m_old;
     if (!transform) {
-      // Four chains: one would wait out the Max latency once per key.
-      V mx1 = neg_inf, mx2 = neg_inf, mx3 = neg_inf;
-      size_t c = 0;
-      for (; c + 4 <= bc; c += 4) {
-        const float* p = st + c * ldst + r;
-        mx = hn::Max(mx, hn::LoadU(d, p));
-        mx1 = hn::Max(mx1, hn::LoadU(d, p + ldst));
-        mx2 = hn::Max(mx2, hn::LoadU(d, p + 2 * ldst));
-        mx3 = hn::Max(mx3, hn::LoadU(d, p + 3 * ldst));
-      }
-      for (; c < bc; ++c) mx = hn::Max(mx, hn::LoadU(d, st + c * ldst + r));
-      mx = hn::Max(hn::Max(mx, mx1), hn::Max(mx2, mx3));
+      mx = MaxOfStrided(d, st + r, bc, ldst, mx);
     } else {
       const V lo = sc.full ? neg_inf : hn::LoadU(d, sc.lo + r);
       const V hi = sc.full ? neg_inf : hn::LoadU(d, sc.hi + r);
@@ -112,28 +144,11 @@ HWY_INLINE void OnlineSoftmaxPanel(D d, const TileScoring& sc, float* HWY_RESTRI
     // hidden scores at exp2(-inf) = 0 and of a NaN score at NaN (the seed's fully masked rows).
     const V m_use = hn::IfThenElse(hn::Eq(mx, neg_inf), hn::Zero(d), mx);
     // Pass 2: probabilities and their sum.
-    V sum0 = hn::Zero(d), sum1 = hn::Zero(d);
-    size_t c = 0;
-    for (; c + 2 <= bc; c += 2) {
-      float* p0 = st + c * ldst + r;
-      float* p1 = p0 + ldst;
-      const V e0 = Exp2NonPositive(d, hn::Sub(hn::LoadU(d, p0), m_use));
-      const V e1 = Exp2NonPositive(d, hn::Sub(hn::LoadU(d, p1), m_use));
-      hn::StoreU(e0, d, p0);
-      hn::StoreU(e1, d, p1);
-      sum0 = hn::Add(sum0, e0);
-      sum1 = hn::Add(sum1, e1);
-    }
-    if (c < bc) {
-      float* p0 = st + c * ldst + r;
-      const V e0 = Exp2NonPositive(d, hn::Sub(hn::LoadU(d, p0), m_use));
-      hn::StoreU(e0, d, p0);
-      sum0 = hn::Add(sum0, e0);
-    }
+    const V sum = Exp2InPlaceAndSum(d, st + r, bc, ldst, m_use);
     const V a =
         Exp2NonPositive(d, hn::Sub(m_old, m_use));  // 0 for an empty state, 1 if m did not move
     hn::StoreU(a, d, alpha + r);
-    hn::StoreU(hn::MulAdd(hn::LoadU(d, l + r), a, hn::Add(sum0, sum1)), d, l + r);
+    hn::StoreU(hn::MulAdd(hn::LoadU(d, l + r), a, sum), d, l + r);
     hn::StoreU(mx, d, m + r);
   }
 }
@@ -174,33 +189,11 @@ HWY_INLINE void OnlineSoftmaxPacked(D d, float* HWY_RESTRICT st, size_t nb, size
   for (size_t i = nb * rows; i < vectors * N; ++i) st[i] = kNegInf;  // no key: exp2 gives 0
   const V neg_inf = hn::Set(d, kNegInf);
   const V m_old = RepeatFirstLanes(d, hn::LoadU(d, m), rows);
-  V mx = m_old, mx1 = neg_inf;
-  size_t v = 0;
-  for (; v + 2 <= vectors; v += 2) {
-    mx = hn::Max(mx, hn::LoadU(d, st + v * N));
-    mx1 = hn::Max(mx1, hn::LoadU(d, st + (v + 1) * N));
-  }
-  if (v < vectors) mx = hn::Max(mx, hn::LoadU(d, st + v * N));
-  mx = hn::Max(mx, mx1);
+  V mx = MaxOfStrided(d, st, vectors, N, m_old);
   for (size_t shift = rows; shift < N; shift *= 2) mx = hn::Max(mx, RotateLanesDown(d, mx, shift));
   // As in OnlineSoftmaxPanel: a row that has seen nothing subtracts 0, not -inf.
   const V m_use = hn::IfThenElse(hn::Eq(mx, neg_inf), hn::Zero(d), mx);
-  V sum0 = hn::Zero(d), sum1 = hn::Zero(d);
-  for (v = 0; v + 2 <= vectors; v += 2) {
-    float* p0 = st + v * N;
-    const V e0 = Exp2NonPositive(d, hn::Sub(hn::LoadU(d, p0), m_use));
-    const V e1 = Exp2NonPositive(d, hn::Sub(hn::LoadU(d, p0 + N), m_use));
-    hn::StoreU(e0, d, p0);
-    hn::StoreU(e1, d, p0 + N);
-    sum0 = hn::Add(sum0, e0);
-    sum1 = hn::Add(sum1, e1);
-  }
-  if (v < vectors) {
-    const V e0 = Exp2NonPositive(d, hn::Sub(hn::LoadU(d, st + v * N), m_use));
-    hn::StoreU(e0, d, st + v * N);
-    sum0 = hn::Add(sum0, e0);
-  }
-  V sum = hn::Add(sum0, sum1);
+  V sum = Exp2InPlaceAndSum(d, st, vectors, N, m_use);
   for (size_t shift = rows; shift < N; shift *= 2)
     sum = hn::Add(sum, RotateLanesDown(d, sum, shift));
   const V a = Exp2NonPositive(d, hn::Sub(m_old, m_use));

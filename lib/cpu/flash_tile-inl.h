@@ -208,8 +208,11 @@ HWY_INLINE void DotBlock(D d, const float* HWY_RESTRICT q, size_t ldq, const KRo
 #undef SATTN_DOT_FMA
 
 // st[c * ldst + r] = q_r . k_c for r < rows and c < nb_pad (a multiple of 4; rows past nb are
-// zero-padded keys); lanes of st up to the next multiple of 4 rows get padding sums (ldst is a
-// multiple of 4). Q and K rows are zero-padded to dim_pad; K rows come from `keys`.
+// zero-padded keys). Each key's rows are stored 4 at a time: with ldst >= 4 (a multiple of 4)
+// lanes up to the next multiple of 4 rows get padding sums; with rows = ldst < 4 (packed
+// scores) a key's padding lanes are the next key's, which it then overwrites, and the last key
+// writes up to 3 floats past nb_pad * ldst. Q and K rows are zero-padded to dim_pad; K rows
+// come from `keys`.
 template <class D, class KRows>
 HWY_INLINE void DotScores(D d, const float* q, size_t ldq, size_t rows, const KRows& keys,
                           size_t nb_pad, size_t dim_pad, float* st, size_t ldst) {

@@ -14,7 +14,6 @@
 #endif
 
 #include <cstddef>
-#include <type_traits>
 
 #include "cpu/convert-inl.h"
 #include "hwy/cache_control.h"
@@ -57,13 +56,7 @@ struct CacheRows {
   const T* Row(size_t row) const { return rows[row] + first; }
   template <class D>
   static HWY_INLINE hn::Vec<D> Load(D d, const T* HWY_RESTRICT row, size_t i) {
-    if constexpr (std::is_same_v<T, float>) {
-      return hn::LoadU(d, row + i);
-    } else if constexpr (std::is_same_v<T, hwy::float16_t>) {
-      return LoadF16AsF32(d, row + i);
-    } else {
-      return hn::PromoteTo(d, hn::LoadU(hn::Rebind<hwy::bfloat16_t, D>(), row + i));
-    }
+    return LoadAsF32(d, row + i);
   }
   CacheRows Columns(size_t columns) const { return CacheRows{rows, first + columns}; }
   // Prefetches the lines holding element i of next_keys[row] and next_values[row], once per
