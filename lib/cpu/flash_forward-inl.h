@@ -245,34 +245,32 @@ HWY_NOINLINE void AdvanceHeadsOverCacheTile(D d, const AttentionArgs& a, const F
                                             const TileScoring& scoring,
                                             float* HWY_RESTRICT scratch) {
   const size_t heads = static_cast<size_t>(cfg.heads), kpt = cfg.keys_per_tile;
+  // One pointer per key, at the item's first kv head; each head adds its offset. Padding keys
+  // (to nb_pad) reuse the tile's first row: their scores are computed but never read. Keys
+  // past key_end have no next tile: the prefetch then requests this tile's first row again.
   const T** key_rows = reinterpret_cast<const T**>(scratch + cfg.cache_rows);
-  const T** value_rows = key_rows + heads * kpt;
-  const T** next_key_rows = value_rows + heads * kpt;
-  const T** next_value_rows = next_key_rows + heads * kpt;
-  const T* zero = reinterpret_cast<const T*>(scratch + cfg.zero_row);
-  // Row pointers of key c for every head: this tile's up to nb_pad, the next tile's (from
-  // k0 + kpt, while before key_end) up to kpt; the zero row stands in for the rest.
-  auto set_rows = [&](int64_t key, bool exists, const T** k_out, const T** v_out) {
-    const T* k_row =
-        exists ? static_cast<const T*>(a.KeyRow(a.k, item.b, key, item.hkv_begin)) : nullptr;
-    const T* v_row =
-        exists ? static_cast<const T*>(a.KeyRow(a.v, item.b, key, item.hkv_begin)) : nullptr;
-    for (size_t h = 0; h < heads; ++h) {
-      k_out[h * kpt] = exists ? k_row + static_cast<int64_t>(h) * a.k.stride(2) : zero;
-      v_out[h * kpt] = exists ? v_row + static_cast<int64_t>(h) * a.v.stride(2) : zero;
-    }
-  };
+  const T** value_rows = key_rows + kpt;
+  const T** next_key_rows = value_rows + kpt;
+  const T** next_value_rows = next_key_rows + kpt;
   for (size_t c = 0; c < kpt; ++c) {
-    const int64_t key = k0 + static_cast<int64_t>(c);
-    if (c < nb_pad) set_rows(key, c < nb, key_rows + c, value_rows + c);
-    const int64_t next = key + static_cast<int64_t>(kpt);
-    set_rows(next, next < key_end, next_key_rows + c, next_value_rows + c);
+    if (c < nb_pad) {
+      const int64_t key = k0 + static_cast<int64_t>(c < nb ? c : 0);
+      key_rows[c] = static_cast<const T*>(a.KeyRow(a.k, item.b, key, item.hkv_begin));
+      value_rows[c] = static_cast<const T*>(a.KeyRow(a.v, item.b, key, item.hkv_begin));
+    }
+    const int64_t next = k0 + static_cast<int64_t>(kpt + c);
+    const bool exists = next < key_end;
+    next_key_rows[c] =
+        exists ? static_cast<const T*>(a.KeyRow(a.k, item.b, next, item.hkv_begin)) : key_rows[0];
+    next_value_rows[c] =
+        exists ? static_cast<const T*>(a.KeyRow(a.v, item.b, next, item.hkv_begin)) : value_rows[0];
   }
   for (size_t h = 0; h < heads; ++h) {
-    const CacheRows<T> keys{key_rows + h * kpt, 0, next_key_rows + h * kpt,
-                            next_value_rows + h * kpt};
+    const ptrdiff_t k_offset = static_cast<ptrdiff_t>(h) * a.k.stride(2);
+    const ptrdiff_t v_offset = static_cast<ptrdiff_t>(h) * a.v.stride(2);
+    const CacheRows<T> keys{key_rows, k_offset, next_key_rows, next_value_rows, v_offset};
     AdvanceHeadOverTile(d, a, cfg, item, item.hkv_begin + static_cast<int64_t>(h), rows, k0, nb,
-                        nb_pad, keys, CacheRows<T>{value_rows + h * kpt, 0}, scoring,
+                        nb_pad, keys, CacheRows<T>{value_rows, v_offset}, scoring,
                         cfg.Head(scratch, static_cast<int64_t>(h)), scratch);
   }
 }
@@ -310,8 +308,6 @@ void FlashForwardWorkItem(D d, const AttentionArgs& a, const FlashConfig& cfg, c
     }
   }
 
-  if (cfg.cache_in_place)
-    std::fill(scratch + cfg.zero_row, scratch + cfg.zero_row + cfg.dim_pad, 0.0f);
   TileScoring scoring;
   scoring.lo = scratch + cfg.lo_rel;
   scoring.hi = scratch + cfg.hi_rel;

@@ -62,7 +62,7 @@ struct FlashConfig {
   // Offsets into the worker's scratch, in floats: the tile's K and V (per head), S^T and the
   // per-row arrays shared by the heads, then one block of state per head.
   size_t kc, vc, st, alpha, lo_rel, hi_rel, diag_rel, tmp, lo, hi, flags;
-  size_t cache_rows, zero_row;     // in-place tiles: K, V, next K, next V row pointers; a zero key
+  size_t cache_rows;               // in-place tiles: K, V, next K, next V row pointers per key
   size_t head_block, head_floats;  // where head h's state starts: + h * floats
   size_t head_q, head_o, head_m, head_l, head_slope2;  // offsets within a head's block
   size_t total_floats;
@@ -111,8 +111,7 @@ FlashConfig MakeFlashConfig(D d, const AttentionArgs& a) {
   c.hi = take(2 * c.rows_pad);  // int64
   c.flags = take(c.rows_pad);   // three bytes per panel
   const size_t pointer_floats = sizeof(const void*) / sizeof(float);
-  c.cache_rows = take(c.cache_in_place ? 4 * tile_heads * c.keys_per_tile * pointer_floats : 0);
-  c.zero_row = take(c.cache_in_place ? c.dim_pad : 0);
+  c.cache_rows = take(c.cache_in_place ? 4 * c.keys_per_tile * pointer_floats : 0);
   size_t in_head = 0;
   auto take_in_head = [&](size_t floats) {
     const size_t offset = in_head;
@@ -207,8 +206,8 @@ HWY_INLINE void DotBlock(D d, const float* HWY_RESTRICT q, size_t ldq, const KRo
 #undef SATTN_DOT_DECLARE
 #undef SATTN_DOT_FMA
 
-// st[c * ldst + r] = q_r . k_c for r < rows and c < nb_pad (a multiple of 4; rows past nb are
-// zero-padded keys). Each key's rows are stored 4 at a time: with ldst >= 4 (a multiple of 4)
+// st[c * ldst + r] = q_r . k_c for r < rows and c < nb_pad (a multiple of 4; keys past nb are
+// padding, zero rows or repeats, whose scores the caller does not read). Each key's rows are stored 4 at a time: with ldst >= 4 (a multiple of 4)
 // lanes up to the next multiple of 4 rows get padding sums; with rows = ldst < 4 (packed
 // scores) a key's padding lanes are the next key's, which it then overwrites, and the last key
 // writes up to 3 floats past nb_pad * ldst. Q and K rows are zero-padded to dim_pad; K rows

@@ -48,24 +48,27 @@ struct DenseRows {
 // that would fill the core's miss buffers and stall the arithmetic.
 template <typename T>
 struct CacheRows {
-  const T* const* rows;                   // rows[r]: element 0 of row r
-  size_t first;                           // column offset added to every row
+  const T* const* rows;  // rows[r]: where row r's elements are, offset by `offset`
+  ptrdiff_t offset;      // elements added to every row pointer: a head's offset, then a column
   const T* const* next_keys = nullptr;    // PrefetchNext only: the next tile's K rows
   const T* const* next_values = nullptr;  // and V rows, row for row
+  ptrdiff_t value_offset = 0;             // V's head offset, for next_values
 
-  const T* Row(size_t row) const { return rows[row] + first; }
+  const T* Row(size_t row) const { return rows[row] + offset; }
   template <class D>
   static HWY_INLINE hn::Vec<D> Load(D d, const T* HWY_RESTRICT row, size_t i) {
     return LoadAsF32(d, row + i);
   }
-  CacheRows Columns(size_t columns) const { return CacheRows{rows, first + columns}; }
+  CacheRows Columns(size_t columns) const {
+    return CacheRows{rows, offset + static_cast<ptrdiff_t>(columns)};
+  }
   // Prefetches the lines holding element i of next_keys[row] and next_values[row], once per
   // line as i advances by `lanes`.
   HWY_INLINE void PrefetchNext(size_t row, size_t i, size_t lanes) const {
     constexpr size_t kLineElements = 64 / sizeof(T);
     if (i % kLineElements < lanes) {
-      hwy::Prefetch(next_keys[row] + first + i);
-      hwy::Prefetch(next_values[row] + first + i);
+      hwy::Prefetch(next_keys[row] + offset + i);
+      hwy::Prefetch(next_values[row] + value_offset + i);
     }
   }
 };
