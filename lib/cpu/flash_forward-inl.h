@@ -236,7 +236,7 @@ HWY_NOINLINE void AdvanceHeadOverTile(D d, const AttentionArgs& a, const FlashCo
 // Advances every head of the work item over one tile read from the cache in place (elements
 // of type T: f32, f16 or bf16), for dot scores on a tile that every row sees whole, so no key
 // is hidden and no V row needs the NaN-safe product. Each head's key rows also carry its rows
-// of the next tile, which the scores prefetch as they go (CacheRows::PrefetchNext): a tile
+// of the next tile, which the scores prefetch as they go (CacheRows::NextKey, NextValue): a tile
 // ahead, the lines arrive while the other heads compute.
 template <typename T, class D>
 HWY_NOINLINE void AdvanceHeadsOverCacheTile(D d, const AttentionArgs& a, const FlashConfig& cfg,

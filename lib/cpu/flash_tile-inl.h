@@ -177,7 +177,7 @@ HWY_INLINE void StoreFourSums(D d, V v0, V v1, V v2, V v3, float* HWY_RESTRICT o
 // Scores of 4 query rows (the last 4 - RB of them padding) against keys c0..c0+3 of `keys`
 // (kv_rows-inl.h): RB x 4 named accumulators along head_dim, then per key the four rows' sums
 // stored at once (st rows of S^T are keys, so a key's 4 rows are adjacent). `prefetch`: also
-// request the keys' rows of the next tile (KRows::PrefetchNext), spread over the loop.
+// request the keys' rows of the next tile (KRows::NextKey, NextValue), spread over the loop.
 template <size_t RB, class D, class KRows>
 HWY_INLINE void DotBlock(D d, const float* HWY_RESTRICT q, size_t ldq, const KRows& keys, size_t c0,
                          size_t dim_pad, float* HWY_RESTRICT st, size_t ldst, bool prefetch) {
@@ -187,13 +187,25 @@ HWY_INLINE void DotBlock(D d, const float* HWY_RESTRICT q, size_t ldq, const KRo
   const auto* HWY_RESTRICT kr1 = keys.Row(c0 + 1);
   const auto* HWY_RESTRICT kr2 = keys.Row(c0 + 2);
   const auto* HWY_RESTRICT kr3 = keys.Row(c0 + 3);
-  SATTN_DOT_DECLARE(0)
-  SATTN_DOT_DECLARE(1)
-  SATTN_DOT_DECLARE(2) SATTN_DOT_DECLARE(3) for (size_t i = 0; i < dim_pad; i += hn::Lanes(d)) {
+  // The next tile's rows to request, gathered once: inside the loop each would cost the
+  // loads of a struct field, a pointer array entry and an offset.
+  const char* next_rows[8] = {};
+  if constexpr (KRows::kPrefetches) {
+    for (size_t c = 0; c < 4 && prefetch; ++c) {
+      next_rows[2 * c] = keys.NextKey(c0 + c);
+      next_rows[2 * c + 1] = keys.NextValue(c0 + c);
+    }
+  }
+  constexpr size_t kBytes = KRows::kElementBytes;
+  SATTN_DOT_DECLARE(0) SATTN_DOT_DECLARE(1) SATTN_DOT_DECLARE(2) SATTN_DOT_DECLARE(3)
+  for (size_t i = 0; i < dim_pad; i += hn::Lanes(d)) {
     const V k0 = keys.Load(d, kr0, i), k1 = keys.Load(d, kr1, i);
     const V k2 = keys.Load(d, kr2, i), k3 = keys.Load(d, kr3, i);
-    if (prefetch) {
-      for (size_t c = 0; c < 4; ++c) keys.PrefetchNext(c0 + c, i, hn::Lanes(d));
+    if constexpr (KRows::kPrefetches) {
+      // Once per line of the rows as i walks them.
+      if (prefetch && (i * kBytes) % 64 < hn::Lanes(d) * kBytes) {
+        for (const char* row : next_rows) hwy::Prefetch(row + i * kBytes);
+      }
     }
     SATTN_DOT_FMA(0) SATTN_DOT_FMA(1) SATTN_DOT_FMA(2) SATTN_DOT_FMA(3)
   }

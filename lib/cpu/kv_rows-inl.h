@@ -35,7 +35,10 @@ struct DenseRows {
   }
   // The same rows from column `first` on.
   DenseRows Columns(size_t first) const { return DenseRows{base + first, ld}; }
-  void PrefetchNext(size_t /* row */, size_t /* i */, size_t /* lanes */) const {}
+  static constexpr bool kPrefetches = false;
+  static constexpr size_t kElementBytes = sizeof(float);
+  const char* NextKey(size_t /* row */) const { return nullptr; }
+  const char* NextValue(size_t /* row */) const { return nullptr; }
 };
 
 // T is float, hwy::float16_t or hwy::bfloat16_t. Each row holds at least as many elements as
@@ -43,8 +46,8 @@ struct DenseRows {
 //
 // Reading a head's rows of a tile while the tile's keys also hold the other heads' rows ([..,
 // heads, dim] caches) is a pattern the hardware prefetchers follow poorly, so the key rows
-// also carry the same head's K and V rows of the next tile: PrefetchNext, called as the
-// scores walk a row, requests their lines a tile ahead, a few per step rather than in a burst
+// also carry the same head's K and V rows of the next tile (NextKey, NextValue): as the
+// scores walk a row, DotBlock requests their lines a tile ahead, a few per step rather than in a burst
 // that would fill the core's miss buffers and stall the arithmetic.
 template <typename T>
 struct CacheRows {
@@ -62,14 +65,14 @@ struct CacheRows {
   CacheRows Columns(size_t columns) const {
     return CacheRows{rows, offset + static_cast<ptrdiff_t>(columns)};
   }
-  // Prefetches the lines holding element i of next_keys[row] and next_values[row], once per
-  // line as i advances by `lanes`.
-  HWY_INLINE void PrefetchNext(size_t row, size_t i, size_t lanes) const {
-    constexpr size_t kLineElements = 64 / sizeof(T);
-    if (i % kLineElements < lanes) {
-      hwy::Prefetch(next_keys[row] + offset + i);
-      hwy::Prefetch(next_values[row] + value_offset + i);
-    }
+  // Where row `row`'s K and V rows of the next tile start, for the scores to prefetch.
+  static constexpr bool kPrefetches = true;
+  static constexpr size_t kElementBytes = sizeof(T);
+  const char* NextKey(size_t row) const {
+    return reinterpret_cast<const char*>(next_keys[row] + offset);
+  }
+  const char* NextValue(size_t row) const {
+    return reinterpret_cast<const char*>(next_values[row] + value_offset);
   }
 };
 
