@@ -96,6 +96,13 @@ double Flops(const PrefillShape& s) {
   return 4.0 * s.seq * s.seq * s.head_dim * s.heads_q * (s.causal ? 0.5 : 1.0);
 }
 
+// The largest shapes take seconds a call: fewer repeats and no warm-up time.
+bool Huge(const PrefillShape& s) { return Flops(s) > 2e11; }
+int Repeats(const PrefillShape& s, const BenchOptions& options) {
+  return Huge(s) ? std::min(options.repeats, 3) : options.repeats;
+}
+
+// The kernel's row for shape s (the baseline's fields are added later by AddBaseline).
 Row MeasureShape(sattn_context* ctx, int threads, double peak, const PrefillShape& s,
                  const BenchOptions& options) {
   std::mt19937 rng(7);
@@ -106,15 +113,13 @@ Row MeasureShape(sattn_context* ctx, int threads, double peak, const PrefillShap
   sattn_attention_options attention{};
   attention.struct_size = sizeof(attention);
   attention.causal = s.causal;
-  const bool huge = Flops(s) > 2e11;
-  const int repeats = huge ? std::min(options.repeats, 3) : options.repeats;
   const double ms = MedianMs(
-      repeats,
+      Repeats(s, options),
       [&] {
         CheckOk(sattn_attention(ctx, &q.view, &k.view, &v.view, &out.view, nullptr, &attention),
                 "sattn_attention");
       },
-      huge ? 0.0 : 20.0);
+      Huge(s) ? 0.0 : 20.0);
   Row row;
   row.Set("op", "prefill")
       .Set("batch", 1)
@@ -130,20 +135,32 @@ Row MeasureShape(sattn_context* ctx, int threads, double peak, const PrefillShap
       .Set("median_ms", ms)
       .Set("gflops", Flops(s) / (ms * 1e6))
       .Set("peak_fraction", Flops(s) / (ms * 1e6) / peak);
-  if (PrefillBaselineAvailable()) {
-    std::vector<float> baseline_out(s.seq * s.heads_q * s.head_dim);
-    const PrefillBaselineProblem problem{q.view.data, k.view.data, v.view.data, baseline_out.data(),
-                                         s.kv_dtype,  s.kv_dtype,  s.seq,       s.seq,
-                                         s.heads_q,   s.heads_kv,  s.head_dim,  s.causal};
-    const double baseline_ms = MedianMs(
-        std::min(repeats, 3), [&] { RunPrefillBaseline(problem, threads); }, 0.0);
-    row.Set("baseline", "openblas sgemm + 3-pass softmax + sgemm")
-        .Set("baseline_median_ms", baseline_ms)
-        .Set("ratio", baseline_ms / ms);
-  } else {
-    row.Set("baseline", "unavailable (built without OpenBLAS)");
-  }
   return row;
+}
+
+// The unfused baseline on the same inputs (the same seed regenerates them). It runs after every
+// kernel row has been timed: OpenBLAS's threads spin for ~0.1 s of CPU after each call, which
+// would otherwise take cycles from the next shape's timings.
+void AddBaseline(Row& row, int threads, const PrefillShape& s, const BenchOptions& options) {
+  if (!PrefillBaselineAvailable()) {
+    row.Set("baseline", "unavailable (built without OpenBLAS)");
+    return;
+  }
+  std::mt19937 rng(7);
+  Buffer q(s.kv_dtype, s.seq, s.heads_q, s.head_dim, rng),
+      k(s.kv_dtype, s.seq, s.heads_kv, s.head_dim, rng),
+      v(s.kv_dtype, s.seq, s.heads_kv, s.head_dim, rng);
+  std::vector<float> baseline_out(s.seq * s.heads_q * s.head_dim);
+  const PrefillBaselineProblem problem{q.view.data, k.view.data, v.view.data, baseline_out.data(),
+                                       s.kv_dtype,  s.kv_dtype,  s.seq,       s.seq,
+                                       s.heads_q,   s.heads_kv,  s.head_dim,  s.causal};
+  const double baseline_ms = MedianMs(
+      std::min(Repeats(s, options), 3), [&] { RunPrefillBaseline(problem, threads); }, 0.0);
+  row.Set("baseline", "openblas sgemm + 3-pass softmax + sgemm")
+      .Set("baseline_median_ms", baseline_ms)
+      .Set("ratio", std::stod(row.Get("median_ms")) > 0
+                        ? baseline_ms / std::stod(row.Get("median_ms"))
+                        : 0.0);
 }
 
 }  // namespace
@@ -175,14 +192,17 @@ std::vector<Row> BenchPrefill(const BenchOptions& options) {
   const int threads = ContextThreads(ctx.get());
   const double peak = MeasureFmaPeakGflops(threads);
   std::vector<Row> rows;
+  std::vector<PrefillShape> measured;
   for (const PrefillShape& s : Shapes(options.quick)) {
     if (!options.filter.empty() && s.Name().find(options.filter) == std::string::npos) continue;
     rows.push_back(MeasureShape(ctx.get(), threads, peak, s, options)
                        .Set("name", s.Name())
                        .Set("fma_peak_gflops", peak));
+    measured.push_back(s);
     std::fprintf(stderr, "prefill %s: %.1f GFLOP/s\n", s.Name().c_str(),
                  std::stod(rows.back().Get("gflops")));
   }
+  for (size_t i = 0; i < measured.size(); ++i) AddBaseline(rows[i], threads, measured[i], options);
   // Peak memory for one head at seq 65536 (8192 with --quick), in a fresh process.
   const int64_t seq = options.quick ? 8192 : 65536;
   if (options.filter.empty() || std::string("rss").find(options.filter) != std::string::npos) {
