@@ -21,6 +21,7 @@
 #include "core/attention_args.h"
 #include "core/online_state.h"
 #include "cpu/gemm_tile-inl.h"
+#include "hwy/cache_control.h"
 #include "hwy/highway.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -197,6 +198,7 @@ HWY_INLINE void DotBlock(D d, const float* HWY_RESTRICT q, size_t ldq, const KRo
     }
   }
   constexpr size_t kBytes = KRows::kElementBytes;
+  // clang-format off
   SATTN_DOT_DECLARE(0) SATTN_DOT_DECLARE(1) SATTN_DOT_DECLARE(2) SATTN_DOT_DECLARE(3)
   for (size_t i = 0; i < dim_pad; i += hn::Lanes(d)) {
     const V k0 = keys.Load(d, kr0, i), k1 = keys.Load(d, kr1, i);
@@ -209,6 +211,7 @@ HWY_INLINE void DotBlock(D d, const float* HWY_RESTRICT q, size_t ldq, const KRo
     }
     SATTN_DOT_FMA(0) SATTN_DOT_FMA(1) SATTN_DOT_FMA(2) SATTN_DOT_FMA(3)
   }
+  // clang-format on
   StoreFourSums(d, a00, a10, a20, a30, st);
   StoreFourSums(d, a01, a11, a21, a31, st + ldst);
   StoreFourSums(d, a02, a12, a22, a32, st + 2 * ldst);
@@ -219,11 +222,11 @@ HWY_INLINE void DotBlock(D d, const float* HWY_RESTRICT q, size_t ldq, const KRo
 #undef SATTN_DOT_FMA
 
 // st[c * ldst + r] = q_r . k_c for r < rows and c < nb_pad (a multiple of 4; keys past nb are
-// padding, zero rows or repeats, whose scores the caller does not read). Each key's rows are stored 4 at a time: with ldst >= 4 (a multiple of 4)
-// lanes up to the next multiple of 4 rows get padding sums; with rows = ldst < 4 (packed
-// scores) a key's padding lanes are the next key's, which it then overwrites, and the last key
-// writes up to 3 floats past nb_pad * ldst. Q and K rows are zero-padded to dim_pad; K rows
-// come from `keys`.
+// padding, zero rows or repeats, whose scores the caller does not read). Each key's rows are
+// stored 4 at a time: with ldst >= 4 (a multiple of 4) lanes up to the next multiple of 4 rows
+// get padding sums; with rows = ldst < 4 (packed scores) a key's padding lanes are the next
+// key's, which it then overwrites, and the last key writes up to 3 floats past nb_pad * ldst.
+// Q and K rows are zero-padded to dim_pad; K rows come from `keys`.
 template <class D, class KRows>
 HWY_INLINE void DotScores(D d, const float* q, size_t ldq, size_t rows, const KRows& keys,
                           size_t nb_pad, size_t dim_pad, float* st, size_t ldst) {

@@ -16,7 +16,6 @@
 #include <cstddef>
 
 #include "cpu/convert-inl.h"
-#include "hwy/cache_control.h"
 #include "hwy/highway.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -47,13 +46,13 @@ struct DenseRows {
 // Reading a head's rows of a tile while the tile's keys also hold the other heads' rows ([..,
 // heads, dim] caches) is a pattern the hardware prefetchers follow poorly, so the key rows
 // also carry the same head's K and V rows of the next tile (NextKey, NextValue): as the
-// scores walk a row, DotBlock requests their lines a tile ahead, a few per step rather than in a burst
-// that would fill the core's miss buffers and stall the arithmetic.
+// scores walk a row, DotBlock requests their lines a tile ahead, a few per step rather than in
+// a burst that would fill the core's miss buffers and stall the arithmetic.
 template <typename T>
 struct CacheRows {
   const T* const* rows;  // rows[r]: where row r's elements are, offset by `offset`
   ptrdiff_t offset;      // elements added to every row pointer: a head's offset, then a column
-  const T* const* next_keys = nullptr;    // PrefetchNext only: the next tile's K rows
+  const T* const* next_keys = nullptr;    // NextKey only: the next tile's K rows
   const T* const* next_values = nullptr;  // and V rows, row for row
   ptrdiff_t value_offset = 0;             // V's head offset, for next_values
 
