@@ -93,8 +93,8 @@ Cache MakeCache(const DecodeShape& s, std::mt19937& rng) {
   return c;
 }
 
-Row MeasureShape(sattn_context* ctx, int threads, const DecodeShape& s,
-                 const BenchOptions& options) {
+Row MeasureShape(sattn_context* ctx, int threads, const DecodeShape& s, const BenchOptions& options,
+                 double* gbps_out) {
   std::mt19937 rng(11);
   const int64_t copies =
       std::max<int64_t>(2, std::min<int64_t>(64, (int64_t{1} << 30) / s.KvBytes() + 1));
@@ -134,12 +134,12 @@ Row MeasureShape(sattn_context* ctx, int threads, const DecodeShape& s,
       .Set("threads", threads)
       .Set("median_ms", ms)
       .Set("gbps", gbps);
+  *gbps_out = gbps;
   return row;
 }
 
 // The row against the machine's read bandwidth.
-void SetBandwidthFields(Row& row, const DecodeShape& s, double bandwidth) {
-  const double gbps = std::stod(row.Get("gbps"));
+void SetBandwidthFields(Row& row, const DecodeShape& s, double gbps, double bandwidth) {
   row.Set("bandwidth_fraction", gbps / bandwidth)
       .Set("read_bandwidth_gbps", bandwidth)
       .Set("baseline", "measured read bandwidth (multi-threaded sum over 1 GiB)")
@@ -158,15 +158,20 @@ std::vector<Row> BenchDecode(const BenchOptions& options) {
   const double bandwidth_before = MeasureReadBandwidthGbps(threads);
   std::vector<Row> rows;
   std::vector<DecodeShape> measured;
+  std::vector<double> measured_gbps;
   for (const DecodeShape& s : Shapes(options.quick)) {
     if (!options.filter.empty() && s.Name().find(options.filter) == std::string::npos) continue;
-    rows.push_back(MeasureShape(ctx.get(), threads, s, options));
+    double gbps = 0.0;
+    rows.push_back(MeasureShape(ctx.get(), threads, s, options, &gbps));
     measured.push_back(s);
-    std::fprintf(stderr, "decode %s: %s GB/s (read bandwidth before: %.1f)\n", s.Name().c_str(),
-                 rows.back().Get("gbps").c_str(), bandwidth_before);
+    measured_gbps.push_back(gbps);
+    std::fprintf(stderr, "decode %s: %.1f GB/s (read bandwidth before: %.1f)\n", s.Name().c_str(),
+                 gbps, bandwidth_before);
   }
   const double bandwidth = std::max(bandwidth_before, MeasureReadBandwidthGbps(threads));
-  for (size_t i = 0; i < rows.size(); ++i) SetBandwidthFields(rows[i], measured[i], bandwidth);
+  for (size_t i = 0; i < rows.size(); ++i) {
+    SetBandwidthFields(rows[i], measured[i], measured_gbps[i], bandwidth);
+  }
   return rows;
 }
 

@@ -103,9 +103,10 @@ int Repeats(const PrefillShape& s, const BenchOptions& options) {
   return Huge(s) ? std::min(options.repeats, 3) : options.repeats;
 }
 
-// The kernel's row for shape s (the baseline's fields are added later by AddBaseline).
+// The kernel's row for shape s and its median time (the peak fraction and the baseline's
+// fields are added once every shape is timed).
 Row MeasureShape(sattn_context* ctx, int threads, const PrefillShape& s,
-                 const BenchOptions& options) {
+                 const BenchOptions& options, double* ms_out) {
   std::mt19937 rng(7);
   Buffer q(s.kv_dtype, s.seq, s.heads_q, s.head_dim, rng),
       k(s.kv_dtype, s.seq, s.heads_kv, s.head_dim, rng),
@@ -135,13 +136,15 @@ Row MeasureShape(sattn_context* ctx, int threads, const PrefillShape& s,
       .Set("threads", threads)
       .Set("median_ms", ms)
       .Set("gflops", Flops(s) / (ms * 1e6));
+  *ms_out = ms;
   return row;
 }
 
 // The unfused baseline on the same inputs (the same seed regenerates them). It runs after every
 // kernel row has been timed: OpenBLAS's threads spin for ~0.1 s of CPU after each call, which
 // would otherwise take cycles from the next shape's timings.
-void AddBaseline(Row& row, int threads, const PrefillShape& s, const BenchOptions& options) {
+void AddBaseline(Row& row, int threads, const PrefillShape& s, double kernel_ms,
+                 const BenchOptions& options) {
   if (!PrefillBaselineAvailable()) {
     row.Set("baseline", "unavailable (built without OpenBLAS)");
     return;
@@ -158,9 +161,7 @@ void AddBaseline(Row& row, int threads, const PrefillShape& s, const BenchOption
       std::min(Repeats(s, options), 3), [&] { RunPrefillBaseline(problem, threads); }, 0.0);
   row.Set("baseline", "openblas sgemm + 3-pass softmax + sgemm")
       .Set("baseline_median_ms", baseline_ms)
-      .Set("ratio", std::stod(row.Get("median_ms")) > 0
-                        ? baseline_ms / std::stod(row.Get("median_ms"))
-                        : 0.0);
+      .Set("ratio", baseline_ms / kernel_ms);
 }
 
 }  // namespace
@@ -196,19 +197,20 @@ std::vector<Row> BenchPrefill(const BenchOptions& options) {
   const double peak_before = MeasureFmaPeakGflops(threads);
   std::vector<Row> rows;
   std::vector<PrefillShape> measured;
+  std::vector<double> measured_ms;
   for (const PrefillShape& s : Shapes(options.quick)) {
     if (!options.filter.empty() && s.Name().find(options.filter) == std::string::npos) continue;
-    rows.push_back(MeasureShape(ctx.get(), threads, s, options).Set("name", s.Name()));
+    double ms = 0.0;
+    rows.push_back(MeasureShape(ctx.get(), threads, s, options, &ms).Set("name", s.Name()));
     measured.push_back(s);
-    std::fprintf(stderr, "prefill %s: %.1f GFLOP/s\n", s.Name().c_str(),
-                 std::stod(rows.back().Get("gflops")));
+    measured_ms.push_back(ms);
+    std::fprintf(stderr, "prefill %s: %.1f GFLOP/s\n", s.Name().c_str(), Flops(s) / (ms * 1e6));
   }
   const double peak = std::max(peak_before, MeasureFmaPeakGflops(threads));
   for (size_t i = 0; i < measured.size(); ++i) {
-    rows[i]
-        .Set("peak_fraction", std::stod(rows[i].Get("gflops")) / peak)
-        .Set("fma_peak_gflops", peak);
-    AddBaseline(rows[i], threads, measured[i], options);
+    const double gflops = Flops(measured[i]) / (measured_ms[i] * 1e6);
+    rows[i].Set("peak_fraction", gflops / peak).Set("fma_peak_gflops", peak);
+    AddBaseline(rows[i], threads, measured[i], measured_ms[i], options);
   }
   // Peak memory for one head at seq 65536 (8192 with --quick), in a fresh process.
   const int64_t seq = options.quick ? 8192 : 65536;

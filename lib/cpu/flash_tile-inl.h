@@ -197,7 +197,6 @@ HWY_INLINE void DotBlock(D d, const float* HWY_RESTRICT q, size_t ldq, const KRo
       next_rows[2 * c + 1] = keys.NextValue(c0 + c);
     }
   }
-  constexpr size_t kBytes = KRows::kElementBytes;
   // clang-format off
   SATTN_DOT_DECLARE(0) SATTN_DOT_DECLARE(1) SATTN_DOT_DECLARE(2) SATTN_DOT_DECLARE(3)
   for (size_t i = 0; i < dim_pad; i += hn::Lanes(d)) {
@@ -205,6 +204,7 @@ HWY_INLINE void DotBlock(D d, const float* HWY_RESTRICT q, size_t ldq, const KRo
     const V k2 = keys.Load(d, kr2, i), k3 = keys.Load(d, kr3, i);
     if constexpr (KRows::kPrefetches) {
       // Once per line of the rows as i walks them.
+      constexpr size_t kBytes = KRows::kElementBytes;
       if (prefetch && (i * kBytes) % 64 < hn::Lanes(d) * kBytes) {
         for (const char* row : next_rows) hwy::Prefetch(row + i * kBytes);
       }

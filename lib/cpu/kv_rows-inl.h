@@ -34,10 +34,7 @@ struct DenseRows {
   }
   // The same rows from column `first` on.
   DenseRows Columns(size_t first) const { return DenseRows{base + first, ld}; }
-  static constexpr bool kPrefetches = false;
-  static constexpr size_t kElementBytes = sizeof(float);
-  const char* NextKey(size_t /* row */) const { return nullptr; }
-  const char* NextValue(size_t /* row */) const { return nullptr; }
+  static constexpr bool kPrefetches = false;  // no NextKey, NextValue
 };
 
 // T is float, hwy::float16_t or hwy::bfloat16_t. Each row holds at least as many elements as
