@@ -284,8 +284,10 @@ void FlashForwardWorkItem(D d, const AttentionArgs& a, const FlashConfig& cfg, c
   int64_t* lo = reinterpret_cast<int64_t*>(scratch + cfg.lo);
   int64_t* hi = reinterpret_cast<int64_t*>(scratch + cfg.hi);
 
-  // The keys each row sees in this chunk (the same for every head), and their union.
+  // The keys each row sees in this chunk (the same for every head), their union, and the keys
+  // every real row sees (common_lo..common_hi; empty when some row sees nothing).
   int64_t key_lo = item.chunk_end, key_hi = item.chunk_begin - 1;
+  int64_t common_lo = item.chunk_begin, common_hi = item.chunk_end - 1;
   for (size_t r = 0; r < R; ++r) {
     if (r >= rows) {
       lo[r] = 1, hi[r] = 0;  // a padding row sees nothing
@@ -295,6 +297,8 @@ void FlashForwardWorkItem(D d, const AttentionArgs& a, const FlashConfig& cfg, c
     lo[r] = std::max(range.lo, item.chunk_begin);
     hi[r] = std::min(range.hi, item.chunk_end - 1);
     if (lo[r] <= hi[r]) key_lo = std::min(key_lo, lo[r]), key_hi = std::max(key_hi, hi[r]);
+    common_lo = std::max(common_lo, lo[r]);
+    common_hi = std::min(common_hi, hi[r]);
   }
   for (int64_t h = 0; h < cfg.heads; ++h) {
     float* head = cfg.Head(scratch, h);
@@ -320,10 +324,19 @@ void FlashForwardWorkItem(D d, const AttentionArgs& a, const FlashConfig& cfg, c
     const size_t nb = static_cast<size_t>(
         std::min<int64_t>(static_cast<int64_t>(cfg.keys_per_tile), key_hi + 1 - k0));
     const size_t nb_pad = RoundUp(nb, cfg.dot_scores ? 4 : kMrS);
-    // Which panels see the tile, and whether every row of a panel sees all of it.
+    // Which panels see the tile, and whether every row of a panel sees all of it. When every
+    // real row sees the whole tile (most tiles) and there is no ALiBi, the per-row visibility
+    // arrays are not read: every panel is active and covered, and the row loop is skipped.
     const int64_t tile_hi = k0 + static_cast<int64_t>(nb) - 1;
-    bool any_active = false;
-    for (size_t p = 0; p < panels; ++p) {
+    const bool every_row_sees_tile =
+        common_lo <= k0 && common_hi >= tile_hi && a.alibi_slopes.empty();
+    bool any_active = every_row_sees_tile;
+    for (size_t p = 0; p < panels && every_row_sees_tile; ++p) {
+      panel_active[p] = true;
+      panel_partial[p] = a.has_mask;
+      panel_covered[p] = true;
+    }
+    for (size_t p = 0; p < panels && !every_row_sees_tile; ++p) {
       bool any = false, full = true;
       for (size_t r = p * cfg.panel_rows; r < (p + 1) * cfg.panel_rows; ++r) {
         any = any || (lo[r] <= tile_hi && hi[r] >= k0 && lo[r] <= hi[r]);
