@@ -331,29 +331,30 @@ void FlashForwardWorkItem(D d, const AttentionArgs& a, const FlashConfig& cfg, c
     const bool every_row_sees_tile =
         common_lo <= k0 && common_hi >= tile_hi && a.alibi_slopes.empty();
     bool any_active = every_row_sees_tile;
-    for (size_t p = 0; p < panels && every_row_sees_tile; ++p) {
-      panel_active[p] = true;
-      panel_partial[p] = a.has_mask;
-      panel_covered[p] = true;
-    }
-    for (size_t p = 0; p < panels && !every_row_sees_tile; ++p) {
-      bool any = false, full = true;
-      for (size_t r = p * cfg.panel_rows; r < (p + 1) * cfg.panel_rows; ++r) {
-        any = any || (lo[r] <= tile_hi && hi[r] >= k0 && lo[r] <= hi[r]);
-        // Padding rows' lanes are never read out: they need not see the tile.
-        full = full && (r >= rows || (lo[r] <= k0 && hi[r] >= tile_hi));
-        scratch[cfg.lo_rel + r] = static_cast<float>(std::max<int64_t>(lo[r] - k0, -1));
-        scratch[cfg.hi_rel + r] =
-            static_cast<float>(std::min<int64_t>(hi[r] - k0, static_cast<int64_t>(nb)));
-        const int64_t pos = item.pos0 + static_cast<int64_t>(r) / a.group;
-        scratch[cfg.diag_rel + r] = static_cast<float>(pos + seq_k - a.seq_q - k0);
+    if (every_row_sees_tile) {
+      std::fill(panel_active, panel_active + panels, uint8_t{1});
+      std::fill(panel_partial, panel_partial + panels, uint8_t{a.has_mask});
+      std::fill(panel_covered, panel_covered + panels, uint8_t{1});
+    } else {
+      for (size_t p = 0; p < panels; ++p) {
+        bool any = false, full = true;
+        for (size_t r = p * cfg.panel_rows; r < (p + 1) * cfg.panel_rows; ++r) {
+          any = any || (lo[r] <= tile_hi && hi[r] >= k0 && lo[r] <= hi[r]);
+          // Padding rows' lanes are never read out: they need not see the tile.
+          full = full && (r >= rows || (lo[r] <= k0 && hi[r] >= tile_hi));
+          scratch[cfg.lo_rel + r] = static_cast<float>(std::max<int64_t>(lo[r] - k0, -1));
+          scratch[cfg.hi_rel + r] =
+              static_cast<float>(std::min<int64_t>(hi[r] - k0, static_cast<int64_t>(nb)));
+          const int64_t pos = item.pos0 + static_cast<int64_t>(r) / a.group;
+          scratch[cfg.diag_rel + r] = static_cast<float>(pos + seq_k - a.seq_q - k0);
+        }
+        panel_active[p] = any;
+        any_active = any_active || any;
+        // A caller's mask can hide keys too: the P.V must then be NaN-safe (see careful below),
+        // though the scores need no visibility test when the ranges cover the tile.
+        panel_partial[p] = !full || a.has_mask;
+        panel_covered[p] = full;
       }
-      panel_active[p] = any;
-      any_active = any_active || any;
-      // A caller's mask can hide keys too: the P.V must then be NaN-safe (see careful below),
-      // though the scores need no visibility test when the ranges cover the tile.
-      panel_partial[p] = !full || a.has_mask;
-      panel_covered[p] = full;
     }
     if (!any_active) continue;
     // Reading the cache in place is compiled only where f16 converts by an instruction
