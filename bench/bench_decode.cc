@@ -157,20 +157,22 @@ std::vector<Row> BenchDecode(const BenchOptions& options) {
   // flatter every row (fractions above 1 were seen).
   const double bandwidth_before = MeasureReadBandwidthGbps(threads);
   std::vector<Row> rows;
-  std::vector<DecodeShape> measured;
-  std::vector<double> measured_gbps;
+  struct Timed {
+    DecodeShape shape;
+    double gbps;
+  };
+  std::vector<Timed> timed;  // row for row
   for (const DecodeShape& s : Shapes(options.quick)) {
     if (!options.filter.empty() && s.Name().find(options.filter) == std::string::npos) continue;
     double gbps = 0.0;
     rows.push_back(MeasureShape(ctx.get(), threads, s, options, &gbps));
-    measured.push_back(s);
-    measured_gbps.push_back(gbps);
+    timed.push_back({s, gbps});
     std::fprintf(stderr, "decode %s: %.1f GB/s (read bandwidth before: %.1f)\n", s.Name().c_str(),
                  gbps, bandwidth_before);
   }
   const double bandwidth = std::max(bandwidth_before, MeasureReadBandwidthGbps(threads));
   for (size_t i = 0; i < rows.size(); ++i) {
-    SetBandwidthFields(rows[i], measured[i], measured_gbps[i], bandwidth);
+    SetBandwidthFields(rows[i], timed[i].shape, timed[i].gbps, bandwidth);
   }
   return rows;
 }

@@ -99,6 +99,8 @@ double Flops(const PrefillShape& s) {
 
 // The largest shapes take seconds a call: fewer repeats and no warm-up time.
 bool Huge(const PrefillShape& s) { return Flops(s) > 2e11; }
+
+double Gflops(const PrefillShape& s, double ms) { return Flops(s) / (ms * 1e6); }
 int Repeats(const PrefillShape& s, const BenchOptions& options) {
   return Huge(s) ? std::min(options.repeats, 3) : options.repeats;
 }
@@ -135,7 +137,7 @@ Row MeasureShape(sattn_context* ctx, int threads, const PrefillShape& s,
       .Set("kv_dtype", DTypeName(s.kv_dtype))
       .Set("threads", threads)
       .Set("median_ms", ms)
-      .Set("gflops", Flops(s) / (ms * 1e6));
+      .Set("gflops", Gflops(s, ms));
   *ms_out = ms;
   return row;
 }
@@ -196,21 +198,24 @@ std::vector<Row> BenchPrefill(const BenchOptions& options) {
   // every row (fractions above 1 were seen).
   const double peak_before = MeasureFmaPeakGflops(threads);
   std::vector<Row> rows;
-  std::vector<PrefillShape> measured;
-  std::vector<double> measured_ms;
+  struct Timed {
+    PrefillShape shape;
+    double ms;
+  };
+  std::vector<Timed> timed;  // row for row
   for (const PrefillShape& s : Shapes(options.quick)) {
     if (!options.filter.empty() && s.Name().find(options.filter) == std::string::npos) continue;
     double ms = 0.0;
     rows.push_back(MeasureShape(ctx.get(), threads, s, options, &ms).Set("name", s.Name()));
-    measured.push_back(s);
-    measured_ms.push_back(ms);
-    std::fprintf(stderr, "prefill %s: %.1f GFLOP/s\n", s.Name().c_str(), Flops(s) / (ms * 1e6));
+    timed.push_back({s, ms});
+    std::fprintf(stderr, "prefill %s: %.1f GFLOP/s\n", s.Name().c_str(), Gflops(s, ms));
   }
   const double peak = std::max(peak_before, MeasureFmaPeakGflops(threads));
-  for (size_t i = 0; i < measured.size(); ++i) {
-    const double gflops = Flops(measured[i]) / (measured_ms[i] * 1e6);
-    rows[i].Set("peak_fraction", gflops / peak).Set("fma_peak_gflops", peak);
-    AddBaseline(rows[i], threads, measured[i], measured_ms[i], options);
+  for (size_t i = 0; i < timed.size(); ++i) {
+    rows[i]
+        .Set("peak_fraction", Gflops(timed[i].shape, timed[i].ms) / peak)
+        .Set("fma_peak_gflops", peak);
+    AddBaseline(rows[i], threads, timed[i].shape, timed[i].ms, options);
   }
   // Peak memory for one head at seq 65536 (8192 with --quick), in a fresh process.
   const int64_t seq = options.quick ? 8192 : 65536;
