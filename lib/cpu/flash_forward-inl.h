@@ -8,7 +8,8 @@
 // (flash_softmax-inl.h), then O = alpha O + P V (GemmTile, the rescale folded into loading O).
 // Decoding (dot scores) skips the conversion on tiles every row sees whole: its few rows per
 // head cannot amortise a store and reload of each K/V element, so the products read the cache
-// in place and convert in registers (kv_rows-inl.h); edge tiles still convert.
+// in place and convert in registers (kv_rows-inl.h); edge tiles still convert. There, each
+// head's P.V runs after the next head's scores and softmax (software pipelining over heads).
 // Tiles no row can see are never touched; tiles every row sees skip the visibility test.
 // The result is a state (m, l, O) per row: finished (sink, O / l, lse) when the chunk is all of
 // the keys, else kept as a partial result for the split-KV merge (flash_forward.cc).
@@ -144,6 +145,31 @@ HWY_INLINE void PackQueries(D d, const AttentionArgs& a, const FlashConfig& cfg,
   }
 }
 
+// Decoding's few rows per head (cfg.packed_scores), one head and one tile read in place: the
+// scores packed key after key, then the online softmax (OnlineSoftmaxPacked), leaving P in st
+// and the rows' rescale factors in alpha for AccumulatePackedPV.
+template <class D, typename T>
+HWY_INLINE void ScorePackedHead(D d, const AttentionArgs& a, const FlashConfig& cfg, size_t rows,
+                                size_t nb, size_t nb_pad, const CacheRows<T>& keys, float* head,
+                                float* HWY_RESTRICT st, float* HWY_RESTRICT alpha) {
+  const size_t N = hn::Lanes(d);
+  DotScores(d, head + cfg.head_q, cfg.dim_pad, rows, keys, nb_pad, cfg.dim_pad, st, rows);
+  if (a.softcap > 0.0f) ApplySoftcap(d, a.softcap * kLog2e, st, N, (nb * rows + N - 1) / N, N);
+  OnlineSoftmaxPacked(d, st, nb, rows, head + cfg.head_m, head + cfg.head_l, alpha);
+}
+
+// O = alpha O + P V for the head whose P and alpha ScorePackedHead left in st and alpha.
+template <class D, typename T>
+HWY_INLINE void AccumulatePackedPV(D d, const FlashConfig& cfg, size_t rows, size_t nb,
+                                   const CacheRows<T>& values, float* head,
+                                   const float* HWY_RESTRICT st, const float* HWY_RESTRICT alpha) {
+  const size_t dvp = cfg.dim_v_pad;
+  for (size_t r = 0; r < rows; r += kMrP) {
+    AccumulatePV(d, std::min(kMrP, rows - r), dvp, st + r, rows, values, nb,
+                 head + cfg.head_o + r * dvp, alpha + r);
+  }
+}
+
 // One kv head's scores, softmax and P.V for one tile: rows' states in `head` advance by the
 // keys [k0, k0 + nb), whose rows come from `keys` and `values` (kv_rows-inl.h): the converted
 // tile (DenseRows), or the cache in place (CacheRows), which FlashForwardWorkItem uses only
@@ -166,20 +192,6 @@ HWY_NOINLINE void AdvanceHeadOverTile(D d, const AttentionArgs& a, const FlashCo
   float* l = head + cfg.head_l;
   float* st = scratch + cfg.st;
   float* alpha = scratch + cfg.alpha;
-  if constexpr (!kDense) {
-    if (cfg.packed_scores) {
-      // Decoding's few rows per head: the scores packed key after key (OnlineSoftmaxPacked).
-      const size_t N = hn::Lanes(d);
-      DotScores(d, q, cfg.dim_pad, rows, keys, nb_pad, cfg.dim_pad, st, rows);
-      if (a.softcap > 0.0f) ApplySoftcap(d, a.softcap * kLog2e, st, N, (nb * rows + N - 1) / N, N);
-      OnlineSoftmaxPacked(d, st, nb, rows, m, l, alpha);
-      for (size_t r = 0; r < rows; r += kMrP) {
-        AccumulatePV(d, std::min(kMrP, rows - r), dvp, st + r, rows, values, nb, o + r * dvp,
-                     alpha + r);
-      }
-      return;
-    }
-  }
   bool any_partial = false;
   for (size_t p = 0; p < panels; ++p) {
     if (!panel_active[p]) continue;
@@ -264,6 +276,30 @@ HWY_NOINLINE void AdvanceHeadsOverCacheTile(D d, const AttentionArgs& a, const F
         exists ? static_cast<const T*>(a.KeyRow(a.k, item.b, next, item.hkv_begin)) : key_rows[0];
     next_value_rows[c] =
         exists ? static_cast<const T*>(a.KeyRow(a.v, item.b, next, item.hkv_begin)) : value_rows[0];
+  }
+  if (cfg.packed_scores) {
+    // Software-pipelined over the heads: head h's P.V runs after head h + 1's scores and
+    // softmax, so the softmax's long dependency chain (max, exp2, lane rotations) overlaps
+    // with independent products instead of stalling the P.V that waits on it. Two sets of
+    // st and alpha alternate between the heads.
+    float* st[2] = {scratch + cfg.st, scratch + cfg.st + cfg.packed_st_stride};
+    float* alpha[2] = {scratch + cfg.alpha, scratch + cfg.alpha + cfg.rows_pad};
+    for (size_t h = 0; h <= heads; ++h) {
+      if (h < heads) {
+        const ptrdiff_t k_offset = static_cast<ptrdiff_t>(h) * a.k.stride(2);
+        const ptrdiff_t v_offset = static_cast<ptrdiff_t>(h) * a.v.stride(2);
+        const CacheRows<T> keys{key_rows, k_offset, next_key_rows, next_value_rows, v_offset};
+        ScorePackedHead(d, a, cfg, rows, nb, nb_pad, keys,
+                        cfg.Head(scratch, static_cast<int64_t>(h)), st[h % 2], alpha[h % 2]);
+      }
+      if (h > 0) {
+        const size_t prev = h - 1;
+        const CacheRows<T> values{value_rows, static_cast<ptrdiff_t>(prev) * a.v.stride(2)};
+        AccumulatePackedPV(d, cfg, rows, nb, values, cfg.Head(scratch, static_cast<int64_t>(prev)),
+                           st[prev % 2], alpha[prev % 2]);
+      }
+    }
+    return;
   }
   for (size_t h = 0; h < heads; ++h) {
     const ptrdiff_t k_offset = static_cast<ptrdiff_t>(h) * a.k.stride(2);

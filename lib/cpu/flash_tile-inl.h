@@ -60,6 +60,7 @@ struct FlashConfig {
   // In-place tiles pack their scores densely, key after key (OnlineSoftmaxPacked): the rows
   // per head divide the lanes, both powers of two, and there is no ALiBi.
   bool packed_scores;
+  size_t packed_st_stride;  // packed scores: where the second of the two S buffers starts
   // Offsets into the worker's scratch, in floats: the tile's K and V (per head), S^T and the
   // per-row arrays shared by the heads, then one block of state per head.
   size_t kc, vc, st, alpha, lo_rel, hi_rel, diag_rel, tmp, lo, hi, flags;
@@ -102,8 +103,12 @@ FlashConfig MakeFlashConfig(D d, const AttentionArgs& a) {
   const size_t tile_heads = static_cast<size_t>(c.heads);
   c.kc = take(tile_heads * c.keys_per_tile * c.dim_pad);
   c.vc = take(tile_heads * c.keys_per_tile * c.dim_v_pad);
-  c.st = take(c.keys_per_tile * c.rows_pad);
-  c.alpha = take(c.rows_pad);
+  // Packed scores use two buffers (AdvanceHeadsOverCacheTile), each keys_per_tile * rows
+  // floats (rows <= lanes / 2) rounded up to whole vectors, plus DotScores' overhang of up to
+  // 3 floats: both fit in S^T's own size plus four vectors. Likewise two sets of alpha.
+  c.packed_st_stride = RoundUp(c.keys_per_tile * rows, c.lanes) + c.lanes;
+  c.st = take(c.keys_per_tile * c.rows_pad + 4 * c.lanes);
+  c.alpha = take(2 * c.rows_pad);
   c.lo_rel = take(c.rows_pad);
   c.hi_rel = take(c.rows_pad);
   c.diag_rel = take(c.rows_pad);
