@@ -104,10 +104,10 @@ FlashConfig MakeFlashConfig(D d, const AttentionArgs& a) {
   c.kc = take(tile_heads * c.keys_per_tile * c.dim_pad);
   c.vc = take(tile_heads * c.keys_per_tile * c.dim_v_pad);
   // Packed scores use two buffers (AdvanceHeadsOverCacheTile), each keys_per_tile * rows
-  // floats (rows <= lanes / 2) rounded up to whole vectors, plus DotScores' overhang of up to
-  // 3 floats: both fit in S^T's own size plus four vectors. Likewise two sets of alpha.
-  c.packed_st_stride = RoundUp(c.keys_per_tile * rows, c.lanes) + c.lanes;
-  c.st = take(c.keys_per_tile * c.rows_pad + 4 * c.lanes);
+  // floats (rows <= lanes / 2) rounded up to whole vectors: both fit in S^T's own size plus
+  // two vectors. Likewise two sets of alpha.
+  c.packed_st_stride = RoundUp(c.keys_per_tile * rows, c.lanes);
+  c.st = take(c.keys_per_tile * c.rows_pad + 2 * c.lanes);
   c.alpha = take(2 * c.rows_pad);
   c.lo_rel = take(c.rows_pad);
   c.hi_rel = take(c.rows_pad);
@@ -135,26 +135,44 @@ FlashConfig MakeFlashConfig(D d, const AttentionArgs& a) {
   return c;
 }
 
+// Whether vectors are made of 128-bit blocks that InterleaveLower/Upper work within (x86,
+// NEON, EMU128), so that four vectors are summed together with a few shuffles.
+#undef SATTN_BLOCKWISE_SUMS  // defined once per target
+#if HWY_TARGET == HWY_SCALAR || HWY_TARGET == HWY_RVV || \
+    (HWY_TARGET & (HWY_SVE | HWY_SVE2 | HWY_SVE_256 | HWY_SVE2_128)) != 0
+#define SATTN_BLOCKWISE_SUMS 0
+#else
+#define SATTN_BLOCKWISE_SUMS 1
+#endif
+
+#if SATTN_BLOCKWISE_SUMS
+// Where vectors are made of 128-bit blocks that InterleaveLower/Upper work within (x86, NEON,
+// EMU128): within each block, [sum(v0), sum(v1), sum(v2), sum(v3)] over the block's four lanes.
+// t0 = [v0_0+v0_2, v1_0+v1_2, v0_1+v0_3, v1_1+v1_3], t1 likewise for v2, v3; then their
+// 64-bit halves pair up.
+template <class D, class V = hn::Vec<D>>
+HWY_INLINE V FourBlockSums(D d, V v0, V v1, V v2, V v3) {
+  const V t0 = hn::Add(hn::InterleaveLower(d, v0, v1), hn::InterleaveUpper(d, v0, v1));
+  const V t1 = hn::Add(hn::InterleaveLower(d, v2, v3), hn::InterleaveUpper(d, v2, v3));
+  const hn::Repartition<uint64_t, D> d64;
+  return hn::Add(
+      hn::BitCast(d, hn::InterleaveLower(d64, hn::BitCast(d64, t0), hn::BitCast(d64, t1))),
+      hn::BitCast(d, hn::InterleaveUpper(d64, hn::BitCast(d64, t0), hn::BitCast(d64, t1))));
+}
+#endif
+
 // Stores [sum(v0), sum(v1), sum(v2), sum(v3)] to out[0..3]. Where vectors are made of 128-bit
 // blocks that InterleaveLower/Upper work within (x86, NEON, EMU128), the four are summed
 // together with a few shuffles; elsewhere (SVE, RVV, scalar) each on its own.
 template <class D, class V = hn::Vec<D>>
 HWY_INLINE void StoreFourSums(D d, V v0, V v1, V v2, V v3, float* HWY_RESTRICT out) {
-#if HWY_TARGET == HWY_SCALAR || HWY_TARGET == HWY_RVV || \
-    (HWY_TARGET & (HWY_SVE | HWY_SVE2 | HWY_SVE_256 | HWY_SVE2_128)) != 0
+#if !SATTN_BLOCKWISE_SUMS
   out[0] = hn::GetLane(hn::SumOfLanes(d, v0));
   out[1] = hn::GetLane(hn::SumOfLanes(d, v1));
   out[2] = hn::GetLane(hn::SumOfLanes(d, v2));
   out[3] = hn::GetLane(hn::SumOfLanes(d, v3));
 #else
-  // Within each block: t0 = [v0_0+v0_2, v1_0+v1_2, v0_1+v0_3, v1_1+v1_3], t1 likewise for v2,
-  // v3; then their 64-bit halves pair up into the [v0, v1, v2, v3] sums of each block.
-  const V t0 = hn::Add(hn::InterleaveLower(d, v0, v1), hn::InterleaveUpper(d, v0, v1));
-  const V t1 = hn::Add(hn::InterleaveLower(d, v2, v3), hn::InterleaveUpper(d, v2, v3));
-  const hn::Repartition<uint64_t, D> d64;
-  const V u =
-      hn::Add(hn::BitCast(d, hn::InterleaveLower(d64, hn::BitCast(d64, t0), hn::BitCast(d64, t1))),
-              hn::BitCast(d, hn::InterleaveUpper(d64, hn::BitCast(d64, t0), hn::BitCast(d64, t1))));
+  const V u = FourBlockSums(d, v0, v1, v2, v3);
   // Then the blocks add up.
 #if HWY_MAX_BYTES == 64
   const hn::Half<D> dh;
@@ -170,6 +188,25 @@ HWY_INLINE void StoreFourSums(D d, V v0, V v1, V v2, V v3, float* HWY_RESTRICT o
 #endif
 }
 
+#undef SATTN_HAVE_SIXTEEN_SUMS  // defined once per target
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+#define SATTN_HAVE_SIXTEEN_SUMS 1
+
+// Stores the sums of 16 vectors of 16 lanes with one 64-byte store, so that the vector load
+// of them that follows is forwarded from the store (four 16-byte stores are not). a, b, c, e
+// are FourBlockSums of four vectors each; lane i of the result is the sum of vector i.
+template <class D, class V = hn::Vec<D>>
+HWY_INLINE void StoreSixteenSums(D d, V a, V b, V c, V e, float* HWY_RESTRICT out) {
+  // Adjacent blocks of two groups added: ab = [a0+a1, b0+b1, a2+a3, b2+b3], likewise ce; then
+  // the halves of ab and ce.
+  const V ab = hn::Add(hn::OddEvenBlocks(b, a), hn::SwapAdjacentBlocks(hn::OddEvenBlocks(a, b)));
+  const V ce = hn::Add(hn::OddEvenBlocks(e, c), hn::SwapAdjacentBlocks(hn::OddEvenBlocks(c, e)));
+  hn::StoreU(hn::Add(hn::ConcatLowerLower(d, ce, ab), hn::ConcatUpperUpper(d, ce, ab)), d, out);
+}
+#else
+#define SATTN_HAVE_SIXTEEN_SUMS 0
+#endif
+
 #define SATTN_DOT_DECLARE(r) V a##r##0 = z, a##r##1 = z, a##r##2 = z, a##r##3 = z;
 #define SATTN_DOT_FMA(r)                        \
   if constexpr (RB > r) {                       \
@@ -182,7 +219,8 @@ HWY_INLINE void StoreFourSums(D d, V v0, V v1, V v2, V v3, float* HWY_RESTRICT o
 
 // Scores of 4 query rows (the last 4 - RB of them padding) against keys c0..c0+3 of `keys`
 // (kv_rows-inl.h): RB x 4 named accumulators along head_dim, then per key the four rows' sums
-// stored at once (st rows of S^T are keys, so a key's 4 rows are adjacent). `prefetch`: also
+// stored at once (st rows of S^T are keys, so a key's 4 rows are adjacent), or for packed
+// scores (ldst == RB) the 4 x RB sums reduced and stored together. `prefetch`: also
 // request the keys' rows of the next tile (KRows::NextKey, NextValue), spread over the loop.
 template <size_t RB, class D, class KRows>
 HWY_INLINE void DotBlock(D d, const float* HWY_RESTRICT q, size_t ldq, const KRows& keys, size_t c0,
@@ -217,6 +255,25 @@ HWY_INLINE void DotBlock(D d, const float* HWY_RESTRICT q, size_t ldq, const KRo
     SATTN_DOT_FMA(0) SATTN_DOT_FMA(1) SATTN_DOT_FMA(2) SATTN_DOT_FMA(3)
   }
   // clang-format on
+  if (ldst == RB && RB <= 2) {
+    // Packed scores of one or two rows (decoding without GQA, or two heads per kv head): the
+    // four keys' sums are adjacent, so each reduction of four vectors carries no padding row.
+    if constexpr (RB == 1) {
+      StoreFourSums(d, a00, a01, a02, a03, st);
+    } else if constexpr (RB == 2) {
+      StoreFourSums(d, a00, a10, a01, a11, st);
+      StoreFourSums(d, a02, a12, a03, a13, st + 4);
+    }
+    return;
+  }
+#if SATTN_HAVE_SIXTEEN_SUMS
+  if (ldst == 4 && RB == 4) {  // packed scores of four rows: one vector of 4 keys x 4 rows
+    StoreSixteenSums(d, FourBlockSums(d, a00, a10, a20, a30), FourBlockSums(d, a01, a11, a21, a31),
+                     FourBlockSums(d, a02, a12, a22, a32), FourBlockSums(d, a03, a13, a23, a33),
+                     st);
+    return;
+  }
+#endif
   StoreFourSums(d, a00, a10, a20, a30, st);
   StoreFourSums(d, a01, a11, a21, a31, st + ldst);
   StoreFourSums(d, a02, a12, a22, a32, st + 2 * ldst);
@@ -229,8 +286,8 @@ HWY_INLINE void DotBlock(D d, const float* HWY_RESTRICT q, size_t ldq, const KRo
 // st[c * ldst + r] = q_r . k_c for r < rows and c < nb_pad (a multiple of 4; keys past nb are
 // padding, zero rows or repeats, whose scores the caller does not read). Each key's rows are
 // stored 4 at a time: with ldst >= 4 (a multiple of 4) lanes up to the next multiple of 4 rows
-// get padding sums; with rows = ldst < 4 (packed scores) a key's padding lanes are the next
-// key's, which it then overwrites, and the last key writes up to 3 floats past nb_pad * ldst.
+// get padding sums; with rows = ldst < 4 (packed scores: 1 or 2 rows) 4 keys' sums are stored
+// together. Nothing is written past nb_pad * ldst.
 // Q and K rows are zero-padded to dim_pad; K rows come from `keys`.
 template <class D, class KRows>
 HWY_INLINE void DotScores(D d, const float* q, size_t ldq, size_t rows, const KRows& keys,
