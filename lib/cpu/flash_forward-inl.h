@@ -264,18 +264,14 @@ HWY_NOINLINE void AdvanceHeadsOverCacheTile(D d, const AttentionArgs& a, const F
   const T** value_rows = key_rows + kpt;
   const T** next_key_rows = value_rows + kpt;
   const T** next_value_rows = next_key_rows + kpt;
-  for (size_t c = 0; c < kpt; ++c) {
-    if (c < nb_pad) {
-      const int64_t key = k0 + static_cast<int64_t>(c < nb ? c : 0);
-      key_rows[c] = static_cast<const T*>(a.KeyRow(a.k, item.b, key, item.hkv_begin));
-      value_rows[c] = static_cast<const T*>(a.KeyRow(a.v, item.b, key, item.hkv_begin));
-    }
-    const int64_t next = k0 + static_cast<int64_t>(kpt + c);
-    const bool exists = next < key_end;
-    next_key_rows[c] =
-        exists ? static_cast<const T*>(a.KeyRow(a.k, item.b, next, item.hkv_begin)) : key_rows[0];
-    next_value_rows[c] =
-        exists ? static_cast<const T*>(a.KeyRow(a.v, item.b, next, item.hkv_begin)) : value_rows[0];
+  a.KeyRows(item.b, k0, static_cast<int64_t>(nb), item.hkv_begin, key_rows, value_rows);
+  for (size_t c = nb; c < nb_pad; ++c) key_rows[c] = key_rows[0], value_rows[c] = value_rows[0];
+  const int64_t next_count = std::clamp<int64_t>(key_end - (k0 + static_cast<int64_t>(kpt)), 0,
+                                                 static_cast<int64_t>(kpt));
+  a.KeyRows(item.b, k0 + static_cast<int64_t>(kpt), next_count, item.hkv_begin, next_key_rows,
+            next_value_rows);
+  for (size_t c = static_cast<size_t>(next_count); c < kpt; ++c) {
+    next_key_rows[c] = key_rows[0], next_value_rows[c] = value_rows[0];
   }
   if (cfg.packed_scores) {
     // Software-pipelined over the heads: head h's P.V runs after head h + 1's scores and
