@@ -57,11 +57,14 @@ std::vector<DecodeShape> Shapes(bool quick) {
   return shapes;
 }
 
-// One copy of the cache (k and v) and its views; pages, when paged, are shuffled.
+// One copy of the cache (k and v) and its views; pages, when paged, are shuffled. A paged
+// cache also has contiguous views of the same bytes (the keys in page order), so paged and
+// contiguous decoding can be timed side by side on the same memory.
 struct Cache {
   std::vector<uint16_t> k, v;  // f32 takes two slots per element
   std::vector<int32_t> block_table;
   sattn_tensor k_view, v_view, table_view;
+  sattn_tensor contiguous_k_view, contiguous_v_view;
 };
 
 Cache MakeCache(const DecodeShape& s, std::mt19937& rng) {
@@ -85,11 +88,11 @@ Cache MakeCache(const DecodeShape& s, std::mt19937& rng) {
     std::shuffle(c.block_table.begin(), c.block_table.end(), rng);
     const int64_t table_shape[2] = {s.batch, s.cache / s.page_size};
     c.table_view = sattn_tensor_contiguous(c.block_table.data(), SATTN_DTYPE_I32, 2, table_shape);
-  } else {
-    const int64_t shape[4] = {s.batch, s.cache, s.heads_kv, s.head_dim};
-    c.k_view = sattn_tensor_contiguous(c.k.data(), s.kv_dtype, 4, shape);
-    c.v_view = sattn_tensor_contiguous(c.v.data(), s.kv_dtype, 4, shape);
   }
+  const int64_t shape[4] = {s.batch, s.cache, s.heads_kv, s.head_dim};
+  c.contiguous_k_view = sattn_tensor_contiguous(c.k.data(), s.kv_dtype, 4, shape);
+  c.contiguous_v_view = sattn_tensor_contiguous(c.v.data(), s.kv_dtype, 4, shape);
+  if (s.page_size == 0) c.k_view = c.contiguous_k_view, c.v_view = c.contiguous_v_view;
   return c;
 }
 
@@ -105,15 +108,20 @@ Row MeasureShape(sattn_context* ctx, int threads, const DecodeShape& s, const Be
   const sattn_tensor q_view = sattn_tensor_contiguous(q.data(), SATTN_DTYPE_F32, 4, q_shape);
   const sattn_tensor out_view = sattn_tensor_contiguous(out.data(), SATTN_DTYPE_F32, 4, q_shape);
   int64_t next = 0;
-  const double ms = MedianMs(options.repeats, [&] {
+  // One decoding step on the next copy of the cache, paged (as the shape says) or through
+  // the copy's contiguous views.
+  auto step = [&](bool paged) {
     Cache& c = caches[next++ % copies];
     sattn_attention_options attention{};
     attention.struct_size = sizeof(attention);
     attention.causal = 1;
-    attention.block_table = s.page_size ? &c.table_view : nullptr;
-    CheckOk(sattn_attention(ctx, &q_view, &c.k_view, &c.v_view, &out_view, nullptr, &attention),
-            "sattn_attention");
-  });
+    attention.block_table = paged ? &c.table_view : nullptr;
+    const sattn_tensor* k = paged ? &c.k_view : &c.contiguous_k_view;
+    const sattn_tensor* v = paged ? &c.v_view : &c.contiguous_v_view;
+    CheckOk(sattn_attention(ctx, &q_view, k, v, &out_view, nullptr, &attention), "sattn_attention");
+  };
+  const bool paged = s.page_size > 0;
+  const double ms = MedianMs(options.repeats, [&] { step(paged); });
   const double gbps = static_cast<double>(s.KvBytes()) / (ms * 1e6);
   Row row;
   row.Set("op", "decode")
@@ -134,6 +142,16 @@ Row MeasureShape(sattn_context* ctx, int threads, const DecodeShape& s, const Be
       .Set("threads", threads)
       .Set("median_ms", ms)
       .Set("gbps", gbps);
+  if (paged) {
+    // The target compares paged with contiguous decoding. Timed apart, minutes apart, the two
+    // rows differ by the machine's drift as much as by the paging; timed in alternation on the
+    // same memory, they differ by the paging alone. Above 1: paged is faster.
+    const double speed = MedianTimeRatio(
+        2 * options.repeats + 1, [&] { step(false); }, [&] { step(true); });
+    row.Set("paged_speed_vs_contiguous", speed);
+    std::fprintf(stderr, "decode %s: paged / contiguous speed, timed alternately: %.3f\n",
+                 s.Name().c_str(), speed);
+  }
   *gbps_out = gbps;
   return row;
 }

@@ -16,27 +16,59 @@ inline double NowMs() {
       .count();
 }
 
-// Runs fn once to warm up, then `repeats` times; returns the median in milliseconds. Each
-// timed run repeats fn until it lasts at least min_ms, so short kernels are not timer noise.
+// How many calls of fn one timed run needs to last at least min_ms (fn is called while
+// finding out), so short kernels are not timer noise.
 template <typename F>
-double MedianMs(int repeats, F&& fn, double min_ms = 20.0) {
-  fn();
+int CallsPerTiming(F&& fn, double min_ms) {
   int inner = 1;
   for (;;) {
     const double start = NowMs();
     for (int i = 0; i < inner; ++i) fn();
     const double elapsed = NowMs() - start;
-    if (elapsed >= min_ms || inner >= (1 << 20)) break;
+    if (elapsed >= min_ms || inner >= (1 << 20)) return inner;
     inner *= elapsed > 0.0 ? std::max(2, static_cast<int>(min_ms / elapsed) + 1) : 16;
   }
+}
+
+// Milliseconds per call of fn, over `calls` calls.
+template <typename F>
+double TimeCallsMs(int calls, F&& fn) {
+  const double start = NowMs();
+  for (int i = 0; i < calls; ++i) fn();
+  return (NowMs() - start) / calls;
+}
+
+inline double Median(std::vector<double> values) {
+  std::nth_element(values.begin(), values.begin() + values.size() / 2, values.end());
+  return values[values.size() / 2];
+}
+
+// Runs fn once to warm up, then `repeats` times; returns the median in milliseconds. Each
+// timed run repeats fn until it lasts at least min_ms.
+template <typename F>
+double MedianMs(int repeats, F&& fn, double min_ms = 20.0) {
+  fn();
+  const int inner = CallsPerTiming(fn, min_ms);
   std::vector<double> times;
-  for (int r = 0; r < repeats; ++r) {
-    const double start = NowMs();
-    for (int i = 0; i < inner; ++i) fn();
-    times.push_back((NowMs() - start) / inner);
+  for (int r = 0; r < repeats; ++r) times.push_back(TimeCallsMs(inner, fn));
+  return Median(times);
+}
+
+// Times a and b alternately, `pairs` times each, and returns the median of the pairs' ratios
+// time(a) / time(b). On a shared machine the speed drifts from minute to minute; the drift
+// hits both of a pair alike, so this ratio is far steadier than one of two medians measured
+// one after the other.
+template <typename A, typename B>
+double MedianTimeRatio(int pairs, A&& a, B&& b, double min_ms = 20.0) {
+  a();
+  b();
+  const int inner_a = CallsPerTiming(a, min_ms), inner_b = CallsPerTiming(b, min_ms);
+  std::vector<double> ratios;
+  for (int r = 0; r < pairs; ++r) {
+    const double ms_a = TimeCallsMs(inner_a, a);
+    ratios.push_back(ms_a / TimeCallsMs(inner_b, b));
   }
-  std::nth_element(times.begin(), times.begin() + times.size() / 2, times.end());
-  return times[times.size() / 2];
+  return Median(ratios);
 }
 
 }  // namespace bench
