@@ -132,6 +132,19 @@ double MeasureReadBandwidthGbps(int threads, size_t bytes) {
   return best;
 }
 
+double TimeBlockReadMs(int threads, const void* const* blocks, size_t count, size_t block_bytes) {
+  const auto sum = HWY_DYNAMIC_DISPATCH(SumFloats);
+  std::vector<float> sinks(threads);
+  return TimeOnThreads(threads, [&](int t) {
+    float total = 0.0f;
+    const size_t begin = count * t / threads, end = count * (t + 1) / threads;
+    for (size_t i = begin; i < end; ++i) {
+      total += sum(static_cast<const float*>(blocks[i]), block_bytes / sizeof(float));
+    }
+    sinks[t] = total;
+  });
+}
+
 const char* PeakSimdTarget() { return hwy::TargetName(HWY_DYNAMIC_DISPATCH(Target)()); }
 
 }  // namespace bench
