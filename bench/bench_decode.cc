@@ -36,6 +36,7 @@ struct DecodeShape {
   }
   int64_t ElementSize() const { return kv_dtype == SATTN_DTYPE_F32 ? 4 : 2; }
   int64_t KvBytes() const { return 2 * batch * cache * heads_kv * head_dim * ElementSize(); }
+  int64_t PageBytes() const { return page_size * heads_kv * head_dim * ElementSize(); }  // K or V
 };
 
 std::vector<DecodeShape> Shapes(bool quick) {
@@ -91,7 +92,7 @@ Cache MakeCache(const DecodeShape& s, std::mt19937& rng) {
     std::shuffle(c.block_table.begin(), c.block_table.end(), rng);
     const int64_t table_shape[2] = {s.batch, s.cache / s.page_size};
     c.table_view = sattn_tensor_contiguous(c.block_table.data(), SATTN_DTYPE_I32, 2, table_shape);
-    const int64_t page_bytes = s.page_size * s.heads_kv * s.head_dim * s.ElementSize();
+    const int64_t page_bytes = s.PageBytes();
     auto add_page = [&](std::vector<const void*>& list, int64_t page) {
       list.push_back(reinterpret_cast<const char*>(c.k.data()) + page * page_bytes);
       list.push_back(reinterpret_cast<const char*>(c.v.data()) + page * page_bytes);
@@ -163,11 +164,10 @@ Row MeasureShape(sattn_context* ctx, int threads, const DecodeShape& s, const Be
     // What the memory system allows for the same reordering: a plain read of the cache's
     // pages in block-table order against address order (shuffled pages read slower even
     // without any attention, e.g. 0.94 for 32 KiB pages on the machine this was written on).
-    const int64_t page_bytes = s.page_size * s.heads_kv * s.head_dim * s.ElementSize();
     auto read_pages = [&](bool table_order) {
       const Cache& c = caches[next++ % copies];
       const auto& list = table_order ? c.table_order_pages : c.address_order_pages;
-      TimeBlockReadMs(threads, list.data(), list.size(), static_cast<size_t>(page_bytes));
+      TimeBlockReadMs(threads, list.data(), list.size(), static_cast<size_t>(s.PageBytes()));
     };
     const double read_speed = MedianTimeRatio(
         2 * options.repeats + 1, [&] { read_pages(false); }, [&] { read_pages(true); });

@@ -266,13 +266,22 @@ HWY_NOINLINE void AdvanceHeadsOverCacheTile(D d, const AttentionArgs& a, const F
   const T** next_value_rows = next_key_rows + kpt;
   a.KeyRows(item.b, k0, static_cast<int64_t>(nb), item.hkv_begin, key_rows, value_rows);
   for (size_t c = nb; c < nb_pad; ++c) key_rows[c] = key_rows[0], value_rows[c] = value_rows[0];
-  const int64_t next_count = std::clamp<int64_t>(key_end - (k0 + static_cast<int64_t>(kpt)), 0,
-                                                 static_cast<int64_t>(kpt));
+  const int64_t next_count =
+      std::clamp<int64_t>(key_end - (k0 + static_cast<int64_t>(kpt)), 0, static_cast<int64_t>(kpt));
   a.KeyRows(item.b, k0 + static_cast<int64_t>(kpt), next_count, item.hkv_begin, next_key_rows,
             next_value_rows);
   for (size_t c = static_cast<size_t>(next_count); c < kpt; ++c) {
     next_key_rows[c] = key_rows[0], next_value_rows[c] = value_rows[0];
   }
+  // Head h's K rows (which also carry its next tile's K and V rows, for the prefetch) and V
+  // rows: the tile's pointers plus the head's offset.
+  auto head_keys = [&](size_t h) {
+    return CacheRows<T>{key_rows, static_cast<ptrdiff_t>(h) * a.k.stride(2), next_key_rows,
+                        next_value_rows, static_cast<ptrdiff_t>(h) * a.v.stride(2)};
+  };
+  auto head_values = [&](size_t h) {
+    return CacheRows<T>{value_rows, static_cast<ptrdiff_t>(h) * a.v.stride(2)};
+  };
   if (cfg.packed_scores) {
     // Software-pipelined over the heads: head h's P.V runs after head h + 1's scores and
     // softmax, so the softmax's long dependency chain (max, exp2, lane rotations) overlaps
@@ -282,27 +291,21 @@ HWY_NOINLINE void AdvanceHeadsOverCacheTile(D d, const AttentionArgs& a, const F
     float* alpha[2] = {scratch + cfg.alpha, scratch + cfg.alpha + cfg.rows_pad};
     for (size_t h = 0; h <= heads; ++h) {
       if (h < heads) {
-        const ptrdiff_t k_offset = static_cast<ptrdiff_t>(h) * a.k.stride(2);
-        const ptrdiff_t v_offset = static_cast<ptrdiff_t>(h) * a.v.stride(2);
-        const CacheRows<T> keys{key_rows, k_offset, next_key_rows, next_value_rows, v_offset};
-        ScorePackedHead(d, a, cfg, rows, nb, nb_pad, keys,
+        ScorePackedHead(d, a, cfg, rows, nb, nb_pad, head_keys(h),
                         cfg.Head(scratch, static_cast<int64_t>(h)), st[h % 2], alpha[h % 2]);
       }
       if (h > 0) {
         const size_t prev = h - 1;
-        const CacheRows<T> values{value_rows, static_cast<ptrdiff_t>(prev) * a.v.stride(2)};
-        AccumulatePackedPV(d, cfg, rows, nb, values, cfg.Head(scratch, static_cast<int64_t>(prev)),
-                           st[prev % 2], alpha[prev % 2]);
+        AccumulatePackedPV(d, cfg, rows, nb, head_values(prev),
+                           cfg.Head(scratch, static_cast<int64_t>(prev)), st[prev % 2],
+                           alpha[prev % 2]);
       }
     }
     return;
   }
   for (size_t h = 0; h < heads; ++h) {
-    const ptrdiff_t k_offset = static_cast<ptrdiff_t>(h) * a.k.stride(2);
-    const ptrdiff_t v_offset = static_cast<ptrdiff_t>(h) * a.v.stride(2);
-    const CacheRows<T> keys{key_rows, k_offset, next_key_rows, next_value_rows, v_offset};
     AdvanceHeadOverTile(d, a, cfg, item, item.hkv_begin + static_cast<int64_t>(h), rows, k0, nb,
-                        nb_pad, keys, CacheRows<T>{value_rows, v_offset}, scoring,
+                        nb_pad, head_keys(h), head_values(h), scoring,
                         cfg.Head(scratch, static_cast<int64_t>(h)), scratch);
   }
 }

@@ -146,8 +146,7 @@ FlashConfig MakeFlashConfig(D d, const AttentionArgs& a) {
 #endif
 
 #if SATTN_BLOCKWISE_SUMS
-// Where vectors are made of 128-bit blocks that InterleaveLower/Upper work within (x86, NEON,
-// EMU128): within each block, [sum(v0), sum(v1), sum(v2), sum(v3)] over the block's four lanes.
+// Within each 128-bit block, [sum(v0), sum(v1), sum(v2), sum(v3)] over the block's four lanes:
 // t0 = [v0_0+v0_2, v1_0+v1_2, v0_1+v0_3, v1_1+v1_3], t1 likewise for v2, v3; then their
 // 64-bit halves pair up.
 template <class D, class V = hn::Vec<D>>
