@@ -69,7 +69,12 @@ struct Cache {
   // Paged: each page's K and V bytes, page after page, in block-table order and in address
   // order, for the read limit of either order (TimeBlockReadMs).
   std::vector<const void*> table_order_pages, address_order_pages;
+  // All of K's bytes then all of V's, in kChunkBytes blocks: a plain read of the copy.
+  std::vector<const void*> chunks;
 };
+
+// A multiple of 64 that divides every shape's K bytes (cache >= 4096 keys of >= 16 bytes).
+constexpr int64_t kChunkBytes = int64_t{64} << 10;
 
 Cache MakeCache(const DecodeShape& s, std::mt19937& rng) {
   Cache c;
@@ -101,6 +106,10 @@ Cache MakeCache(const DecodeShape& s, std::mt19937& rng) {
       add_page(c.table_order_pages, c.block_table[i]);
       add_page(c.address_order_pages, i);
     }
+  }
+  for (const auto* tensor : {&c.k, &c.v}) {
+    const char* bytes = reinterpret_cast<const char*>(tensor->data());
+    for (int64_t at = 0; at < s.KvBytes() / 2; at += kChunkBytes) c.chunks.push_back(bytes + at);
   }
   const int64_t shape[4] = {s.batch, s.cache, s.heads_kv, s.head_dim};
   c.contiguous_k_view = sattn_tensor_contiguous(c.k.data(), s.kv_dtype, 4, shape);
@@ -177,6 +186,25 @@ Row MeasureShape(sattn_context* ctx, int threads, const DecodeShape& s, const Be
                  "the pages in table order / in address order: %.3f)\n",
                  s.Name().c_str(), speed, read_speed);
   }
+  // The step against a plain read of as many bytes of another copy, timed in alternation:
+  // bandwidth_fraction compares the step's median with a bandwidth measured minutes apart, and
+  // on a shared machine the speed drifts in between (a fraction of 0.37 next to 0.99 for the
+  // same shape was seen); each pair here meets the same minute. A timing covers >= 64 MiB.
+  const int64_t per_timing = std::max<int64_t>(1, (int64_t{64} << 20) / s.KvBytes());
+  std::vector<double> ratios;
+  for (int pair = 0; pair < 2 * options.repeats + 1; ++pair) {
+    double read_ms = 0.0;
+    for (int64_t i = 0; i < per_timing; ++i) {
+      const Cache& c = caches[next++ % copies];
+      read_ms += TimeBlockReadMs(threads, c.chunks.data(), c.chunks.size(), kChunkBytes);
+    }
+    ratios.push_back(
+        read_ms / (per_timing * TimeCallsMs(static_cast<int>(per_timing), [&] { step(paged); })));
+  }
+  const double fraction_alternated = Median(ratios);
+  row.Set("bandwidth_fraction_alternated", fraction_alternated);
+  std::fprintf(stderr, "decode %s: %.3f of a plain read of the same bytes, timed alternately\n",
+               s.Name().c_str(), fraction_alternated);
   *gbps_out = gbps;
   return row;
 }

@@ -11,6 +11,7 @@
 #include "machine_limits.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <memory>
 #include <thread>
@@ -94,6 +95,27 @@ double TimeOnThreads(int threads, F&& fn) {
   return NowMs() - start;
 }
 
+// The same, but the threads first wait until all of them run, and the time is from the first
+// one's start of fn to the last one's end: thread creation (tens of microseconds) is not
+// timed, which matters when fn takes only a millisecond or two.
+template <typename F>
+double TimeStartedThreads(int threads, F&& fn) {
+  std::atomic<int> arrived{0};
+  std::vector<double> start(threads), end(threads);
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; ++t) {
+    pool.emplace_back([&, t] {
+      arrived.fetch_add(1);
+      while (arrived.load() < threads) std::this_thread::yield();
+      start[t] = NowMs();
+      fn(t);
+      end[t] = NowMs();
+    });
+  }
+  for (std::thread& th : pool) th.join();
+  return *std::max_element(end.begin(), end.end()) - *std::min_element(start.begin(), start.end());
+}
+
 }  // namespace
 
 double MeasureFmaPeakGflops(int threads) {
@@ -135,7 +157,7 @@ double MeasureReadBandwidthGbps(int threads, size_t bytes) {
 double TimeBlockReadMs(int threads, const void* const* blocks, size_t count, size_t block_bytes) {
   const auto sum = HWY_DYNAMIC_DISPATCH(SumFloats);
   std::vector<float> sinks(threads);
-  return TimeOnThreads(threads, [&](int t) {
+  return TimeStartedThreads(threads, [&](int t) {
     float total = 0.0f;
     const size_t begin = count * t / threads, end = count * (t + 1) / threads;
     for (size_t i = begin; i < end; ++i) {

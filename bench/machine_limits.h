@@ -18,6 +18,7 @@ double MeasureReadBandwidthGbps(int threads, size_t bytes = size_t{1} << 30);
 // Milliseconds for `threads` threads to sum `count` blocks of `block_bytes` bytes each (a
 // multiple of 64; block i at blocks[i]), each thread a contiguous run of the
 // list: the read limit of an access pattern, e.g. a paged KV cache in block-table order.
+// Thread creation is not timed (from the first thread's start of reading to the last one's end).
 double TimeBlockReadMs(int threads, const void* const* blocks, size_t count, size_t block_bytes);
 
 // The SIMD target the peak was measured with (the same dispatch the library uses).
