@@ -117,13 +117,20 @@ Row MeasureShape(sattn_context* ctx, int threads, const PrefillShape& s,
   sattn_attention_options attention{};
   attention.struct_size = sizeof(attention);
   attention.causal = s.causal;
-  const double ms = MedianMs(
-      Repeats(s, options),
-      [&] {
-        CheckOk(sattn_attention(ctx, &q.view, &k.view, &v.view, &out.view, nullptr, &attention),
-                "sattn_attention");
-      },
-      Huge(s) ? 0.0 : 20.0);
+  auto call = [&] {
+    CheckOk(sattn_attention(ctx, &q.view, &k.view, &v.view, &out.view, nullptr, &attention),
+            "sattn_attention");
+  };
+  const double ms = MedianMs(Repeats(s, options), call, Huge(s) ? 0.0 : 20.0);
+  // The kernel against the FMA peak of the same minute, timed alternately: peak_fraction
+  // divides the median by a peak measured minutes apart, and on a shared machine the speed
+  // drifts in between; each pair here meets the same minute.
+  const int calls = Huge(s) ? 1 : CallsPerTiming(call, 20.0);
+  std::vector<double> fractions;
+  for (int pair = 0; pair < Repeats(s, options); ++pair) {
+    const double peak = FmaGflopsOnce(threads);
+    fractions.push_back(Gflops(s, TimeCallsMs(calls, call)) / peak);
+  }
   Row row;
   row.Set("op", "prefill")
       .Set("batch", 1)
@@ -137,7 +144,8 @@ Row MeasureShape(sattn_context* ctx, int threads, const PrefillShape& s,
       .Set("kv_dtype", DTypeName(s.kv_dtype))
       .Set("threads", threads)
       .Set("median_ms", ms)
-      .Set("gflops", Gflops(s, ms));
+      .Set("gflops", Gflops(s, ms))
+      .Set("peak_fraction_alternated", Median(fractions));
   *ms_out = ms;
   return row;
 }
@@ -208,7 +216,9 @@ std::vector<Row> BenchPrefill(const BenchOptions& options) {
     double ms = 0.0;
     rows.push_back(MeasureShape(ctx.get(), threads, s, options, &ms).Set("name", s.Name()));
     timed.push_back({s, ms});
-    std::fprintf(stderr, "prefill %s: %.1f GFLOP/s\n", s.Name().c_str(), Gflops(s, ms));
+    std::fprintf(stderr, "prefill %s: %.1f GFLOP/s, %s of the FMA peak timed alternately\n",
+                 s.Name().c_str(), Gflops(s, ms),
+                 rows.back().Get("peak_fraction_alternated").c_str());
   }
   const double peak = std::max(peak_before, MeasureFmaPeakGflops(threads));
   for (size_t i = 0; i < timed.size(); ++i) {

@@ -134,6 +134,22 @@ double MeasureFmaPeakGflops(int threads) {
   return best;
 }
 
+double FmaGflopsOnce(int threads, double ms) {
+  const auto fma = HWY_DYNAMIC_DISPATCH(FmaChains);
+  std::vector<float> sinks(threads);
+  // Iterations for `ms` at the rate of a short calibration run on one thread.
+  constexpr int64_t kProbe = 200000;
+  const double probe_ms = TimeOnThreads(1, [&](int) { fma(kProbe, &sinks[0]); });
+  const int64_t iterations =
+      std::max<int64_t>(kProbe, static_cast<int64_t>(kProbe * ms / std::max(probe_ms, 1e-3)));
+  std::vector<double> flops(threads);
+  const double run_ms =
+      TimeStartedThreads(threads, [&](int t) { flops[t] = fma(iterations, &sinks[t]); });
+  double total = 0.0;
+  for (double f : flops) total += f;
+  return total / (run_ms * 1e6);
+}
+
 double MeasureReadBandwidthGbps(int threads, size_t bytes) {
   const size_t n = bytes / sizeof(float);
   auto buffer = hwy::AllocateAligned<float>(n);

@@ -12,6 +12,10 @@ namespace bench {
 // Float32 GFLOP/s (an FMA counts 2) of `threads` threads each running independent FMA chains.
 double MeasureFmaPeakGflops(int threads);
 
+// The same FMA chains run once, for about `ms` milliseconds (thread creation untimed): the
+// peak of this minute, to alternate with a kernel's timings.
+double FmaGflopsOnce(int threads, double ms = 15.0);
+
 // GB/s of `threads` threads summing disjoint slices of a `bytes`-long buffer.
 double MeasureReadBandwidthGbps(int threads, size_t bytes = size_t{1} << 30);
 
