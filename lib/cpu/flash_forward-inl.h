@@ -248,8 +248,9 @@ HWY_NOINLINE void AdvanceHeadOverTile(D d, const AttentionArgs& a, const FlashCo
 // Advances every head of the work item over one tile read from the cache in place (elements
 // of type T: f32, f16 or bf16), for dot scores on a tile that every row sees whole, so no key
 // is hidden and no V row needs the NaN-safe product. Each head's key rows also carry the rows
-// of the head computed next, which the scores prefetch as they go (CacheRows::NextKey,
-// NextValue): the next head of this tile, or after the last head the first of the next tile.
+// the scores prefetch as they go (CacheRows::NextKey, NextValue): the K rows of the head
+// computed next (the next head of this tile, or after the last head the first of the next
+// tile) and the head's own V rows, whose P.V waits for the next head's scores.
 template <typename T, class D>
 HWY_NOINLINE void AdvanceHeadsOverCacheTile(D d, const AttentionArgs& a, const FlashConfig& cfg,
                                             const WorkItem& item, size_t rows, int64_t k0,
@@ -273,17 +274,18 @@ HWY_NOINLINE void AdvanceHeadsOverCacheTile(D d, const AttentionArgs& a, const F
   for (size_t c = static_cast<size_t>(next_count); c < kpt; ++c) {
     next_key_rows[c] = key_rows[0], next_value_rows[c] = value_rows[0];
   }
-  // Head h's K rows (which also carry the K and V rows of the head after it, for the
-  // prefetch) and V rows: the tile's pointers plus the head's offset.
+  // Head h's K rows (which also carry, for the prefetch, the K rows of the head after it and
+  // its own V rows: its P.V runs after the next head's scores, so both are needed one head
+  // later) and V rows: the tile's pointers plus the head's offset.
   auto head_keys = [&](size_t h) {
     const bool last = h + 1 == heads;
     const ptrdiff_t next_head = last ? 0 : static_cast<ptrdiff_t>(h + 1);
     return CacheRows<T>{key_rows,
                         static_cast<ptrdiff_t>(h) * a.k.stride(2),
                         last ? next_key_rows : key_rows,
-                        last ? next_value_rows : value_rows,
+                        value_rows,
                         next_head * a.k.stride(2),
-                        next_head * a.v.stride(2)};
+                        static_cast<ptrdiff_t>(h) * a.v.stride(2)};
   };
   auto head_values = [&](size_t h) {
     return CacheRows<T>{value_rows, static_cast<ptrdiff_t>(h) * a.v.stride(2)};

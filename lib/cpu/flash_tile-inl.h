@@ -220,7 +220,7 @@ HWY_INLINE void StoreSixteenSums(D d, V a, V b, V c, V e, float* HWY_RESTRICT ou
 // (kv_rows-inl.h): RB x 4 named accumulators along head_dim, then per key the four rows' sums
 // stored at once (st rows of S^T are keys, so a key's 4 rows are adjacent), or for packed
 // scores (ldst == RB) the 4 x RB sums reduced and stored together. `prefetch`: also
-// request the rows of the head computed next (KRows::NextKey, NextValue), spread over the loop.
+// request the rows KRows::NextKey and NextValue name (kv_rows-inl.h), spread over the loop.
 template <size_t RB, class D, class KRows>
 HWY_INLINE void DotBlock(D d, const float* HWY_RESTRICT q, size_t ldq, const KRows& keys, size_t c0,
                          size_t dim_pad, float* HWY_RESTRICT st, size_t ldst, bool prefetch) {
@@ -230,7 +230,7 @@ HWY_INLINE void DotBlock(D d, const float* HWY_RESTRICT q, size_t ldq, const KRo
   const auto* HWY_RESTRICT kr1 = keys.Row(c0 + 1);
   const auto* HWY_RESTRICT kr2 = keys.Row(c0 + 2);
   const auto* HWY_RESTRICT kr3 = keys.Row(c0 + 3);
-  // The next head's rows to request, gathered once: inside the loop each would cost the
+  // The rows to request, gathered once: inside the loop each would cost the
   // loads of a struct field, a pointer array entry and an offset.
   const char* next_rows[8] = {};
   if constexpr (KRows::kPrefetches) {

@@ -42,18 +42,19 @@ struct DenseRows {
 //
 // Reading a head's rows of a tile while the tile's keys also hold the other heads' rows ([..,
 // heads, dim] caches) is a pattern the hardware prefetchers follow poorly, so the key rows
-// also carry the K and V rows of the head computed next (NextKey, NextValue: the next head of
-// the tile, or the first head of the next tile): as the scores walk a row, DotBlock requests
-// their lines a few per step rather than in a burst that would fill the core's miss buffers
-// and stall the arithmetic. One head ahead (16 keys, 8 KiB for head_dim 128 in f16) covers
-// the memory latency and stays in L1; a whole tile ahead (64 KiB over 8 kv heads) did not fit
-// L1, so the lines were evicted before use and decoding from memory ran 7-10% slower.
+// also carry rows to request ahead of use (NextKey, NextValue; the caller chooses them: the K
+// rows of the head computed next and the V rows of the head whose P.V comes next): as the
+// scores walk a row, DotBlock requests their lines a few per step rather than in a burst that
+// would fill the core's miss buffers and stall the arithmetic. About one head of work ahead
+// (16 keys, 8 KiB for head_dim 128 in f16) covers the memory latency and stays in L1; a whole
+// tile ahead (64 KiB over 8 kv heads) did not fit L1, so the lines were evicted before use and
+// decoding from memory ran 7-10% slower.
 template <typename T>
 struct CacheRows {
   const T* const* rows;  // rows[r]: where row r's elements are, offset by `offset`
   ptrdiff_t offset;      // elements added to every row pointer: a head's offset, then a column
-  // NextKey and NextValue only: the K and V rows of the head computed next, row for row, and
-  // that head's offsets in them.
+  // NextKey and NextValue only: the K and V rows to prefetch, row for row, and the offsets of
+  // their heads in them.
   const T* const* next_keys = nullptr;
   const T* const* next_values = nullptr;
   ptrdiff_t next_key_offset = 0;
@@ -67,7 +68,7 @@ struct CacheRows {
   CacheRows Columns(size_t columns) const {
     return CacheRows{rows, offset + static_cast<ptrdiff_t>(columns)};
   }
-  // Where row `row`'s K and V rows of the head computed next start, for the scores to prefetch.
+  // Where row `row`'s K and V rows to prefetch start.
   static constexpr bool kPrefetches = true;
   static constexpr size_t kElementBytes = sizeof(T);
   const char* NextKey(size_t row) const {
