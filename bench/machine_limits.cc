@@ -139,7 +139,9 @@ double FmaGflopsOnce(int threads, double ms) {
   std::vector<float> sinks(threads);
   // Iterations for `ms` at the rate of a short calibration run on one thread.
   constexpr int64_t kProbe = 200000;
-  const double probe_ms = TimeOnThreads(1, [&](int) { fma(kProbe, &sinks[0]); });
+  const double probe_start = NowMs();
+  fma(kProbe, &sinks[0]);
+  const double probe_ms = NowMs() - probe_start;
   const int64_t iterations =
       std::max<int64_t>(kProbe, static_cast<int64_t>(kProbe * ms / std::max(probe_ms, 1e-3)));
   std::vector<double> flops(threads);

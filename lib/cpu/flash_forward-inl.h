@@ -263,17 +263,14 @@ HWY_NOINLINE void AdvanceHeadsOverCacheTile(D d, const AttentionArgs& a, const F
   // past key_end have no next tile: the prefetch then requests this tile's first row again.
   const T** key_rows = reinterpret_cast<const T**>(scratch + cfg.cache_rows);
   const T** value_rows = key_rows + kpt;
-  const T** next_key_rows = value_rows + kpt;
-  const T** next_value_rows = next_key_rows + kpt;
+  const T** next_key_rows = value_rows + kpt;  // the next tile's, for the last head's prefetch
   a.KeyRows(item.b, k0, static_cast<int64_t>(nb), item.hkv_begin, key_rows, value_rows);
   for (size_t c = nb; c < nb_pad; ++c) key_rows[c] = key_rows[0], value_rows[c] = value_rows[0];
   const int64_t next_count =
       std::clamp<int64_t>(key_end - (k0 + static_cast<int64_t>(kpt)), 0, static_cast<int64_t>(kpt));
-  a.KeyRows(item.b, k0 + static_cast<int64_t>(kpt), next_count, item.hkv_begin, next_key_rows,
-            next_value_rows);
-  for (size_t c = static_cast<size_t>(next_count); c < kpt; ++c) {
-    next_key_rows[c] = key_rows[0], next_value_rows[c] = value_rows[0];
-  }
+  a.KeyRows<const T*>(item.b, k0 + static_cast<int64_t>(kpt), next_count, item.hkv_begin,
+                      next_key_rows, nullptr);
+  for (size_t c = static_cast<size_t>(next_count); c < kpt; ++c) next_key_rows[c] = key_rows[0];
   // Head h's K rows (which also carry, for the prefetch, the K rows of the head after it and
   // its own V rows: its P.V runs after the next head's scores, so both are needed one head
   // later) and V rows: the tile's pointers plus the head's offset.
