@@ -164,9 +164,10 @@ HWY_INLINE void AccumulatePackedPV(D d, const FlashConfig& cfg, size_t rows, siz
                                    const CacheRows<T>& values, float* head,
                                    const float* HWY_RESTRICT st, const float* HWY_RESTRICT alpha) {
   const size_t dvp = cfg.dim_v_pad;
-  for (size_t r = 0; r < rows; r += kMrP) {
-    AccumulatePV(d, std::min(kMrP, rows - r), dvp, st + r, rows, values, nb,
-                 head + cfg.head_o + r * dvp, alpha + r);
+  for (size_t r = 0; r < rows; r += kMrP) {  // the first block of rows prefetches
+    AccumulatePV(d, std::min(kMrP, rows - r), dvp, st + r, rows,
+                 r == 0 ? values : values.WithoutPrefetch(), nb, head + cfg.head_o + r * dvp,
+                 alpha + r);
   }
 }
 
@@ -240,17 +241,17 @@ HWY_NOINLINE void AdvanceHeadOverTile(D d, const AttentionArgs& a, const FlashCo
           continue;
         }
       }
-      AccumulatePV(d, block, dvp, st + r, R, values, nb, o + r * dvp, alpha + r);
+      AccumulatePV(d, block, dvp, st + r, R, r == 0 ? values : values.WithoutPrefetch(), nb,
+                   o + r * dvp, alpha + r);
     }
   }
 }
 
 // Advances every head of the work item over one tile read from the cache in place (elements
 // of type T: f32, f16 or bf16), for dot scores on a tile that every row sees whole, so no key
-// is hidden and no V row needs the NaN-safe product. Each head's key rows also carry the rows
-// the scores prefetch as they go (CacheRows::NextKey, NextValue): the K rows of the head
-// computed next (the next head of this tile, or after the last head the first of the next
-// tile) and the head's own V rows, whose P.V waits for the next head's scores.
+// is hidden and no V row needs the NaN-safe product. Each head's rows also carry the rows to
+// prefetch as the products walk them (kv_rows-inl.h): the next head's K rows during the
+// scores, its V rows during the P.V.
 template <typename T, class D>
 HWY_NOINLINE void AdvanceHeadsOverCacheTile(D d, const AttentionArgs& a, const FlashConfig& cfg,
                                             const WorkItem& item, size_t rows, int64_t k0,
@@ -264,28 +265,38 @@ HWY_NOINLINE void AdvanceHeadsOverCacheTile(D d, const AttentionArgs& a, const F
   const T** key_rows = reinterpret_cast<const T**>(scratch + cfg.cache_rows);
   const T** value_rows = key_rows + kpt;
   const T** next_key_rows = value_rows + kpt;  // the next tile's, for the last head's prefetch
+  const T** next_value_rows = next_key_rows + kpt;
   a.KeyRows(item.b, k0, static_cast<int64_t>(nb), item.hkv_begin, key_rows, value_rows);
   for (size_t c = nb; c < nb_pad; ++c) key_rows[c] = key_rows[0], value_rows[c] = value_rows[0];
   const int64_t next_count =
       std::clamp<int64_t>(key_end - (k0 + static_cast<int64_t>(kpt)), 0, static_cast<int64_t>(kpt));
   a.KeyRows<const T*>(item.b, k0 + static_cast<int64_t>(kpt), next_count, item.hkv_begin,
-                      next_key_rows, nullptr);
-  for (size_t c = static_cast<size_t>(next_count); c < kpt; ++c) next_key_rows[c] = key_rows[0];
-  // Head h's K rows (which also carry, for the prefetch, the K rows of the head after it and
-  // its own V rows: its P.V runs after the next head's scores, so both are needed one head
-  // later) and V rows: the tile's pointers plus the head's offset.
+                      next_key_rows, next_value_rows);
+  for (size_t c = static_cast<size_t>(next_count); c < kpt; ++c) {
+    next_key_rows[c] = key_rows[0], next_value_rows[c] = value_rows[0];
+  }
+  // Head h's K and V rows: the tile's pointers plus the head's offset. For the prefetch
+  // (kv_rows-inl.h), K rows carry the K rows of the head after h (the next tile's first head
+  // after the last), and V rows the V rows of the head after h, whose P.V comes next; f32 K
+  // rows carry h's own V rows instead (kValuesWithKeys), needed one head later as its P.V
+  // runs after the next head's scores.
+  constexpr bool kValuesWithKeys = CacheRows<T>::kValuesWithKeys;
+  auto next_offset = [&](size_t h, const Tensor& t) {
+    return h + 1 == heads ? 0 : static_cast<ptrdiff_t>(h + 1) * t.stride(2);
+  };
   auto head_keys = [&](size_t h) {
-    const bool last = h + 1 == heads;
-    const ptrdiff_t next_head = last ? 0 : static_cast<ptrdiff_t>(h + 1);
     return CacheRows<T>{key_rows,
                         static_cast<ptrdiff_t>(h) * a.k.stride(2),
-                        last ? next_key_rows : key_rows,
-                        value_rows,
-                        next_head * a.k.stride(2),
+                        h + 1 == heads ? next_key_rows : key_rows,
+                        kValuesWithKeys ? value_rows : nullptr,
+                        next_offset(h, a.k),
                         static_cast<ptrdiff_t>(h) * a.v.stride(2)};
   };
   auto head_values = [&](size_t h) {
-    return CacheRows<T>{value_rows, static_cast<ptrdiff_t>(h) * a.v.stride(2)};
+    return CacheRows<T>{
+        value_rows, static_cast<ptrdiff_t>(h) * a.v.stride(2),
+        nullptr,    kValuesWithKeys ? nullptr : h + 1 == heads ? next_value_rows : value_rows,
+        0,          next_offset(h, a.v)};
   };
   if (cfg.packed_scores) {
     // Software-pipelined over the heads: head h's P.V runs after head h + 1's scores and

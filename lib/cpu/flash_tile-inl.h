@@ -64,8 +64,8 @@ struct FlashConfig {
   // Offsets into the worker's scratch, in floats: the tile's K and V (per head), S^T and the
   // per-row arrays shared by the heads, then one block of state per head.
   size_t kc, vc, st, alpha, lo_rel, hi_rel, diag_rel, tmp, lo, hi, flags;
-  size_t cache_rows;               // in-place tiles: K, V and next tile's K row pointers per key
-  size_t head_block, head_floats;  // where head h's state starts: + h * floats
+  size_t cache_rows;  // in-place tiles: K and V row pointers per key, this tile's and the next's
+  size_t head_block, head_floats;                      // where head h's state starts: + h * floats
   size_t head_q, head_o, head_m, head_l, head_slope2;  // offsets within a head's block
   size_t total_floats;
   // A split-KV partial result: m, l and O of every row of every head.
@@ -117,7 +117,7 @@ FlashConfig MakeFlashConfig(D d, const AttentionArgs& a) {
   c.hi = take(2 * c.rows_pad);  // int64
   c.flags = take(c.rows_pad);   // three bytes per panel
   const size_t pointer_floats = sizeof(const void*) / sizeof(float);
-  c.cache_rows = take(c.cache_in_place ? 3 * c.keys_per_tile * pointer_floats : 0);
+  c.cache_rows = take(c.cache_in_place ? 4 * c.keys_per_tile * pointer_floats : 0);
   size_t in_head = 0;
   auto take_in_head = [&](size_t floats) {
     const size_t offset = in_head;
@@ -232,11 +232,16 @@ HWY_INLINE void DotBlock(D d, const float* HWY_RESTRICT q, size_t ldq, const KRo
   const auto* HWY_RESTRICT kr3 = keys.Row(c0 + 3);
   // The rows to request, gathered once: inside the loop each would cost the
   // loads of a struct field, a pointer array entry and an offset.
-  const char* next_rows[8] = {};
+  constexpr size_t kNextRows = KRows::kPrefetches ? (KRows::kValuesWithKeys ? 8 : 4) : 1;
+  const char* next_rows[kNextRows] = {};
   if constexpr (KRows::kPrefetches) {
     for (size_t c = 0; c < 4 && prefetch; ++c) {
-      next_rows[2 * c] = keys.NextKey(c0 + c);
-      next_rows[2 * c + 1] = keys.NextValue(c0 + c);
+      if constexpr (KRows::kValuesWithKeys) {
+        next_rows[2 * c] = keys.NextKey(c0 + c);
+        next_rows[2 * c + 1] = keys.NextValue(c0 + c);
+      } else {
+        next_rows[c] = keys.NextKey(c0 + c);
+      }
     }
   }
   // clang-format off

@@ -16,6 +16,7 @@
 #include <cstddef>
 
 #include "cpu/kv_rows-inl.h"
+#include "hwy/cache_control.h"
 #include "hwy/highway.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -99,6 +100,15 @@ HWY_NOINLINE void GemmTile(D d, const float* HWY_RESTRICT a, size_t lda, BRows b
     const auto* HWY_RESTRICT bk = b.Row(k);
     const float* HWY_RESTRICT ak = a + k * lda;  // kRowsAdjacent only
     (void)ak;
+    if constexpr (BRows::kPrefetches) {
+      // The V rows of the head whose P.V comes next (kv_rows-inl.h), when b carries them.
+      if (!BRows::kValuesWithKeys && b.next_values != nullptr) {
+        const char* next = b.NextValue(k);
+        for (size_t byte = 0; byte < NV * N * BRows::kElementBytes; byte += 64) {
+          hwy::Prefetch(next + byte);
+        }
+      }
+    }
     const V b0 = b.Load(d, bk, 0);
     const V b1 = NV > 1 ? b.Load(d, bk, N) : b0;
     const V b2 = NV > 2 ? b.Load(d, bk, 2 * N) : b0;

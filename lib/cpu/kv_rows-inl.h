@@ -34,27 +34,34 @@ struct DenseRows {
   }
   // The same rows from column `first` on.
   DenseRows Columns(size_t first) const { return DenseRows{base + first, ld}; }
+  DenseRows WithoutPrefetch() const { return *this; }
   static constexpr bool kPrefetches = false;  // no NextKey, NextValue
+  static constexpr bool kValuesWithKeys = false;
 };
 
 // T is float, hwy::float16_t or hwy::bfloat16_t. Each row holds at least as many elements as
 // the kernel reads (callers use this only for head dims that are whole vectors).
 //
 // Reading a head's rows of a tile while the tile's keys also hold the other heads' rows ([..,
-// heads, dim] caches) is a pattern the hardware prefetchers follow poorly, so the key rows
-// also carry rows to request ahead of use (NextKey, NextValue; the caller chooses them: the K
-// rows of the head computed next and the V rows of the head whose P.V comes next): as the
-// scores walk a row, DotBlock requests their lines a few per step rather than in a burst that
-// would fill the core's miss buffers and stall the arithmetic. About one head of work ahead
-// (16 keys, 8 KiB for head_dim 128 in f16) covers the memory latency and stays in L1; a whole
-// tile ahead (64 KiB over 8 kv heads) did not fit L1, so the lines were evicted before use and
-// decoding from memory ran 7-10% slower.
+// heads, dim] caches) is a pattern the hardware prefetchers follow poorly, so the rows also
+// carry rows to request ahead of use, one head of work ahead (16 keys, 8 KiB for head_dim 128
+// in f16: it covers the memory latency and stays in L1; a whole tile ahead, 64 KiB over 8 kv
+// heads, did not fit L1, and decoding from memory ran 7-10% slower). The caller chooses them:
+//  - K rows carry the K rows of the head whose scores come next (NextKey): DotBlock requests
+//    their lines a few per step as the scores walk a row, rather than in a burst that would
+//    fill the core's miss buffers and stall the arithmetic.
+//  - V rows of f16 and bf16 carry the V rows of the head whose P.V comes next (NextValue):
+//    GemmTile requests them as the P.V walks its rows, so that requests go out through the
+//    P.V as well as the scores (3-8% faster from memory than all of them during the scores,
+//    which left the memory idle through the P.V, a third of the time). f32 rows, with half the
+//    arithmetic per byte, measured 4-9% slower that way: their K rows carry their own head's V
+//    rows too (kValuesWithKeys), requested during the scores.
 template <typename T>
 struct CacheRows {
   const T* const* rows;  // rows[r]: where row r's elements are, offset by `offset`
   ptrdiff_t offset;      // elements added to every row pointer: a head's offset, then a column
   // NextKey and NextValue only: the K and V rows to prefetch, row for row, and the offsets of
-  // their heads in them.
+  // their heads in them (null when this role requests none).
   const T* const* next_keys = nullptr;
   const T* const* next_values = nullptr;
   ptrdiff_t next_key_offset = 0;
@@ -65,11 +72,17 @@ struct CacheRows {
   static HWY_INLINE hn::Vec<D> Load(D d, const T* HWY_RESTRICT row, size_t i) {
     return LoadAsF32(d, row + i);
   }
+  // The same rows, and rows to prefetch, from column `columns` on.
   CacheRows Columns(size_t columns) const {
-    return CacheRows{rows, offset + static_cast<ptrdiff_t>(columns)};
+    const ptrdiff_t c = static_cast<ptrdiff_t>(columns);
+    return CacheRows{rows,        offset + c,          next_keys,
+                     next_values, next_key_offset + c, next_value_offset + c};
   }
+  // The same rows without rows to prefetch (for every block of rows but the first).
+  CacheRows WithoutPrefetch() const { return CacheRows{rows, offset}; }
   // Where row `row`'s K and V rows to prefetch start.
   static constexpr bool kPrefetches = true;
+  static constexpr bool kValuesWithKeys = sizeof(T) == sizeof(float);
   static constexpr size_t kElementBytes = sizeof(T);
   const char* NextKey(size_t row) const {
     return reinterpret_cast<const char*>(next_keys[row] + next_key_offset);
