@@ -64,8 +64,8 @@ struct FlashConfig {
   // Offsets into the worker's scratch, in floats: the tile's K and V (per head), S^T and the
   // per-row arrays shared by the heads, then one block of state per head.
   size_t kc, vc, st, alpha, lo_rel, hi_rel, diag_rel, tmp, lo, hi, flags;
-  size_t cache_rows;  // in-place tiles: K and V row pointers per key, this tile's and the next's
-  size_t head_block, head_floats;                      // where head h's state starts: + h * floats
+  size_t cache_rows;               // in-place tiles: K, V row pointers, this tile's and next's
+  size_t head_block, head_floats;  // where head h's state starts: + h * floats
   size_t head_q, head_o, head_m, head_l, head_slope2;  // offsets within a head's block
   size_t total_floats;
   // A split-KV partial result: m, l and O of every row of every head.
