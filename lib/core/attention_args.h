@@ -57,29 +57,30 @@ struct AttentionArgs {
     return t.At(page, key % page_size, head, 0);
   }
 
-  // KeyRow of keys [first, first + count) of sequence b, kv head `head`, in k and, unless
-  // v_rows is null, in v: a tile's rows with one division for the whole range rather than two
-  // per key and tensor (decoding fills these per tile, where per-key divisions cost as much as
-  // a tenth of the arithmetic).
+  // KeyRow of keys [first, first + count) of sequence b, kv head `head`, in k and in v: a
+  // tile's rows with one division for the whole range rather than two per key and tensor
+  // (decoding fills these per tile, where per-key divisions cost as much as a tenth of the
+  // arithmetic).
   template <typename Row>
   void KeyRows(int64_t b, int64_t first, int64_t count, int64_t head, Row* k_rows,
                Row* v_rows) const {
     if (count <= 0) return;
     if (!paged) {
       const char* k_row = static_cast<const char*>(k.At(b, first, head, 0));
-      const int64_t k_step = k.stride(1) * DTypeSize(k.dtype);
-      for (int64_t i = 0; i < count; ++i) k_rows[i] = reinterpret_cast<Row>(k_row + i * k_step);
-      if (v_rows == nullptr) return;
       const char* v_row = static_cast<const char*>(v.At(b, first, head, 0));
+      const int64_t k_step = k.stride(1) * DTypeSize(k.dtype);
       const int64_t v_step = v.stride(1) * DTypeSize(v.dtype);
-      for (int64_t i = 0; i < count; ++i) v_rows[i] = reinterpret_cast<Row>(v_row + i * v_step);
+      for (int64_t i = 0; i < count; ++i) {
+        k_rows[i] = reinterpret_cast<Row>(k_row + i * k_step);
+        v_rows[i] = reinterpret_cast<Row>(v_row + i * v_step);
+      }
       return;
     }
     int64_t page_index = first / page_size, within = first % page_size;
     for (int64_t i = 0; i < count; ++i) {
       const int32_t page = *block_table.At<const int32_t>(b, page_index);
       k_rows[i] = static_cast<Row>(k.At(page, within, head, 0));
-      if (v_rows != nullptr) v_rows[i] = static_cast<Row>(v.At(page, within, head, 0));
+      v_rows[i] = static_cast<Row>(v.At(page, within, head, 0));
       if (++within == page_size) within = 0, ++page_index;
     }
   }

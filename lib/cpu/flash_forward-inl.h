@@ -28,6 +28,7 @@
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
+#include <utility>
 
 #include "core/attention_args.h"
 #include "core/online_state.h"
@@ -270,8 +271,8 @@ HWY_NOINLINE void AdvanceHeadsOverCacheTile(D d, const AttentionArgs& a, const F
   for (size_t c = nb; c < nb_pad; ++c) key_rows[c] = key_rows[0], value_rows[c] = value_rows[0];
   const int64_t next_count =
       std::clamp<int64_t>(key_end - (k0 + static_cast<int64_t>(kpt)), 0, static_cast<int64_t>(kpt));
-  a.KeyRows<const T*>(item.b, k0 + static_cast<int64_t>(kpt), next_count, item.hkv_begin,
-                      next_key_rows, next_value_rows);
+  a.KeyRows(item.b, k0 + static_cast<int64_t>(kpt), next_count, item.hkv_begin, next_key_rows,
+            next_value_rows);
   for (size_t c = static_cast<size_t>(next_count); c < kpt; ++c) {
     next_key_rows[c] = key_rows[0], next_value_rows[c] = value_rows[0];
   }
@@ -281,22 +282,23 @@ HWY_NOINLINE void AdvanceHeadsOverCacheTile(D d, const AttentionArgs& a, const F
   // rows carry h's own V rows instead (kValuesWithKeys), needed one head later as its P.V
   // runs after the next head's scores.
   constexpr bool kValuesWithKeys = CacheRows<T>::kValuesWithKeys;
-  auto next_offset = [&](size_t h, const Tensor& t) {
-    return h + 1 == heads ? 0 : static_cast<ptrdiff_t>(h + 1) * t.stride(2);
+  // The rows of the head after h: this tile's, or after the last head the next tile's first.
+  auto after = [&](size_t h, const T** this_tile, const T** next_tile, const Tensor& t) {
+    const bool last = h + 1 == heads;
+    return std::make_pair(last ? next_tile : this_tile,
+                          last ? 0 : static_cast<ptrdiff_t>(h + 1) * t.stride(2));
   };
   auto head_keys = [&](size_t h) {
-    return CacheRows<T>{key_rows,
-                        static_cast<ptrdiff_t>(h) * a.k.stride(2),
-                        h + 1 == heads ? next_key_rows : key_rows,
-                        kValuesWithKeys ? value_rows : nullptr,
-                        next_offset(h, a.k),
-                        static_cast<ptrdiff_t>(h) * a.v.stride(2)};
+    const auto [next, next_offset] = after(h, key_rows, next_key_rows, a.k);
+    return CacheRows<T>{key_rows,    static_cast<ptrdiff_t>(h) * a.k.stride(2),
+                        next,        kValuesWithKeys ? value_rows : nullptr,
+                        next_offset, static_cast<ptrdiff_t>(h) * a.v.stride(2)};
   };
   auto head_values = [&](size_t h) {
-    return CacheRows<T>{
-        value_rows, static_cast<ptrdiff_t>(h) * a.v.stride(2),
-        nullptr,    kValuesWithKeys ? nullptr : h + 1 == heads ? next_value_rows : value_rows,
-        0,          next_offset(h, a.v)};
+    const auto [next, next_offset] = after(h, value_rows, next_value_rows, a.v);
+    return CacheRows<T>{value_rows, static_cast<ptrdiff_t>(h) * a.v.stride(2),
+                        nullptr,    kValuesWithKeys ? nullptr : next,
+                        0,          next_offset};
   };
   if (cfg.packed_scores) {
     // Software-pipelined over the heads: head h's P.V runs after head h + 1's scores and

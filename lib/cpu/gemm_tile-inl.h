@@ -102,9 +102,9 @@ HWY_NOINLINE void GemmTile(D d, const float* HWY_RESTRICT a, size_t lda, BRows b
     const auto* HWY_RESTRICT bk = b.Row(k);
     const float* HWY_RESTRICT ak = a + k * lda;  // kRowsAdjacent only
     (void)ak;
-    if constexpr (BRows::kPrefetches) {
+    if constexpr (BRows::kPrefetches && !BRows::kValuesWithKeys) {
       // The V rows of the head whose P.V comes next (kv_rows-inl.h), when b carries them.
-      if (!BRows::kValuesWithKeys && b.next_values != nullptr) {
+      if (b.next_values != nullptr) {
         const char* next = b.NextValue(k);
         for (size_t byte = 0; byte < NV * N * BRows::kElementBytes; byte += 64) {
           hwy::Prefetch(next + byte);

@@ -54,7 +54,7 @@ struct DenseRows {
 //    GemmTile requests them as the P.V walks its rows, so that requests go out through the
 //    P.V as well as the scores (3-8% faster from memory than all of them during the scores,
 //    which left the memory idle through the P.V, a third of the time). f32 rows, with half the
-//    arithmetic per byte, measured 4-9% slower that way: their K rows carry their own head's V
+//    arithmetic per byte, measured 4-11% slower that way: their K rows carry their own head's V
 //    rows too (kValuesWithKeys), requested during the scores.
 template <typename T>
 struct CacheRows {
