@@ -1,8 +1,11 @@
 // The flash forward's tile kernels (cpu/flash_tile-inl.h) on every compiled target, against
 // plain loops: dot-product scores for any row and key count, and O += P V for any row count;
 // and the same kernels reading a cache's rows in place (kv_rows-inl.h) against the converted
-// rows: the same bytes, whatever the dtype; and the packed online softmax against the panel.
+// rows: the same bytes, whatever the dtype; the packed online softmax against the panel; and
+// that the rows' prefetches request every line of a row wherever it starts.
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <random>
 #include <type_traits>
@@ -197,6 +200,32 @@ void TestOnlineSoftmaxPackedMatchesPanel() {
   }
 }
 
+// The kernels prefetch a row at row, row + 64, ... below row + bytes, plus UncoveredTail when
+// not null: that must request every line the row touches, for any offset from a line, and the
+// tail only when it is a line the others miss.
+void TestUncoveredTailCompletesTheRowsLines() {
+  alignas(64) static char buffer[1024];
+  const auto line = [](const char* p) { return reinterpret_cast<uintptr_t>(p) / 64; };
+  for (size_t bytes : {size_t{32}, size_t{64}, size_t{96}, size_t{128}, size_t{256}, size_t{512}}) {
+    for (size_t offset = 0; offset < 64; ++offset) {
+      const char* row = buffer + 64 + offset;
+      std::vector<uintptr_t> requested;
+      for (size_t at = 0; at < bytes; at += 64) requested.push_back(line(row + at));
+      const char* tail = UncoveredTail(row, bytes);
+      if (tail != nullptr) {
+        EXPECT_EQ(std::count(requested.begin(), requested.end(), line(tail)), 0)
+            << "a tail the other requests cover, bytes " << bytes << " offset " << offset;
+        requested.push_back(line(tail));
+      }
+      for (const char* p = row; p < row + bytes; ++p) {
+        ASSERT_EQ(std::count(requested.begin(), requested.end(), line(p)), 1)
+            << "byte " << (p - row) << " of a row of " << bytes << " at offset " << offset;
+      }
+      if (offset == 0) EXPECT_EQ(tail, nullptr) << "a row on a line needs no tail";
+    }
+  }
+}
+
 }  // namespace HWY_NAMESPACE
 }  // namespace streamattn
 HWY_AFTER_NAMESPACE();
@@ -211,6 +240,7 @@ HWY_EXPORT_AND_TEST_P(FlashTileTest, TestDotScores);
 HWY_EXPORT_AND_TEST_P(FlashTileTest, TestAccumulatePV);
 HWY_EXPORT_AND_TEST_P(FlashTileTest, TestCacheRowsMatchDenseRows);
 HWY_EXPORT_AND_TEST_P(FlashTileTest, TestOnlineSoftmaxPackedMatchesPanel);
+HWY_EXPORT_AND_TEST_P(FlashTileTest, TestUncoveredTailCompletesTheRowsLines);
 
 }  // namespace
 }  // namespace streamattn

@@ -234,6 +234,7 @@ HWY_INLINE void DotBlock(D d, const float* HWY_RESTRICT q, size_t ldq, const KRo
   // loads of a struct field, a pointer array entry and an offset.
   constexpr size_t kNextRows = KRows::kPrefetches ? (KRows::kValuesWithKeys ? 8 : 4) : 1;
   const char* next_rows[kNextRows] = {};
+  const char* next_tails[kNextRows] = {};  // UncoveredTail of each (kv_rows-inl.h)
   if constexpr (KRows::kPrefetches) {
     for (size_t c = 0; c < 4 && prefetch; ++c) {
       if constexpr (KRows::kValuesWithKeys) {
@@ -242,6 +243,9 @@ HWY_INLINE void DotBlock(D d, const float* HWY_RESTRICT q, size_t ldq, const KRo
       } else {
         next_rows[c] = keys.NextKey(c0 + c);
       }
+    }
+    for (size_t j = 0; j < kNextRows && prefetch; ++j) {
+      next_tails[j] = UncoveredTail(next_rows[j], dim_pad * KRows::kElementBytes);
     }
   }
   // clang-format off
@@ -254,6 +258,9 @@ HWY_INLINE void DotBlock(D d, const float* HWY_RESTRICT q, size_t ldq, const KRo
       constexpr size_t kBytes = KRows::kElementBytes;
       if (prefetch && (i * kBytes) % 64 < hn::Lanes(d) * kBytes) {
         for (const char* row : next_rows) hwy::Prefetch(row + i * kBytes);
+        for (size_t j = 0; j < kNextRows && i == 0; ++j) {
+          if (next_tails[j] != nullptr) hwy::Prefetch(next_tails[j]);
+        }
       }
     }
     SATTN_DOT_FMA(0) SATTN_DOT_FMA(1) SATTN_DOT_FMA(2) SATTN_DOT_FMA(3)

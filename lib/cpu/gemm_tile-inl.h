@@ -109,6 +109,9 @@ HWY_NOINLINE void GemmTile(D d, const float* HWY_RESTRICT a, size_t lda, BRows b
         for (size_t byte = 0; byte < NV * N * BRows::kElementBytes; byte += 64) {
           hwy::Prefetch(next + byte);
         }
+        if (const char* tail = UncoveredTail(next, NV * N * BRows::kElementBytes)) {
+          hwy::Prefetch(tail);
+        }
       }
     }
     const V b0 = b.Load(d, bk, 0);
