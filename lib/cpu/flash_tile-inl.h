@@ -234,7 +234,6 @@ HWY_INLINE void DotBlock(D d, const float* HWY_RESTRICT q, size_t ldq, const KRo
   // loads of a struct field, a pointer array entry and an offset.
   constexpr size_t kNextRows = KRows::kPrefetches ? (KRows::kValuesWithKeys ? 8 : 4) : 1;
   const char* next_rows[kNextRows] = {};
-  const char* next_tails[kNextRows] = {};  // UncoveredTail of each (kv_rows-inl.h)
   if constexpr (KRows::kPrefetches) {
     for (size_t c = 0; c < 4 && prefetch; ++c) {
       if constexpr (KRows::kValuesWithKeys) {
@@ -244,8 +243,10 @@ HWY_INLINE void DotBlock(D d, const float* HWY_RESTRICT q, size_t ldq, const KRo
         next_rows[c] = keys.NextKey(c0 + c);
       }
     }
+    // The last line of a row off a line, which the loop's requests below miss, goes out now.
     for (size_t j = 0; j < kNextRows && prefetch; ++j) {
-      next_tails[j] = UncoveredTail(next_rows[j], dim_pad * KRows::kElementBytes);
+      const char* tail = UncoveredTail(next_rows[j], dim_pad * KRows::kElementBytes);
+      if (tail != nullptr) hwy::Prefetch(tail);
     }
   }
   // clang-format off
@@ -258,9 +259,6 @@ HWY_INLINE void DotBlock(D d, const float* HWY_RESTRICT q, size_t ldq, const KRo
       constexpr size_t kBytes = KRows::kElementBytes;
       if (prefetch && (i * kBytes) % 64 < hn::Lanes(d) * kBytes) {
         for (const char* row : next_rows) hwy::Prefetch(row + i * kBytes);
-        for (size_t j = 0; j < kNextRows && i == 0; ++j) {
-          if (next_tails[j] != nullptr) hwy::Prefetch(next_tails[j]);
-        }
       }
     }
     SATTN_DOT_FMA(0) SATTN_DOT_FMA(1) SATTN_DOT_FMA(2) SATTN_DOT_FMA(3)
