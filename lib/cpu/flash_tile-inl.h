@@ -21,7 +21,6 @@
 #include "core/attention_args.h"
 #include "core/online_state.h"
 #include "cpu/gemm_tile-inl.h"
-#include "hwy/cache_control.h"
 #include "hwy/highway.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -246,7 +245,7 @@ HWY_INLINE void DotBlock(D d, const float* HWY_RESTRICT q, size_t ldq, const KRo
     // The last line of a row off a line, which the loop's requests below miss, goes out now.
     for (size_t j = 0; j < kNextRows && prefetch; ++j) {
       const char* tail = UncoveredTail(next_rows[j], dim_pad * KRows::kElementBytes);
-      if (tail != nullptr) hwy::Prefetch(tail);
+      if (tail != nullptr) RequestIntoL2(tail);
     }
   }
   // clang-format off
@@ -258,7 +257,7 @@ HWY_INLINE void DotBlock(D d, const float* HWY_RESTRICT q, size_t ldq, const KRo
       // Once per line of the rows as i walks them.
       constexpr size_t kBytes = KRows::kElementBytes;
       if (prefetch && (i * kBytes) % 64 < hn::Lanes(d) * kBytes) {
-        for (const char* row : next_rows) hwy::Prefetch(row + i * kBytes);
+        for (const char* row : next_rows) RequestIntoL2(row + i * kBytes);
       }
     }
     SATTN_DOT_FMA(0) SATTN_DOT_FMA(1) SATTN_DOT_FMA(2) SATTN_DOT_FMA(3)

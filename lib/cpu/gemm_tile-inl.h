@@ -16,7 +16,6 @@
 #include <cstddef>
 
 #include "cpu/kv_rows-inl.h"
-#include "hwy/cache_control.h"
 #include "hwy/highway.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -107,10 +106,10 @@ HWY_NOINLINE void GemmTile(D d, const float* HWY_RESTRICT a, size_t lda, BRows b
       if (b.next_values != nullptr) {
         const char* next = b.NextValue(k);
         for (size_t byte = 0; byte < NV * N * BRows::kElementBytes; byte += 64) {
-          hwy::Prefetch(next + byte);
+          RequestIntoL2(next + byte);
         }
         if (const char* tail = UncoveredTail(next, NV * N * BRows::kElementBytes)) {
-          hwy::Prefetch(tail);
+          RequestIntoL2(tail);
         }
       }
     }
