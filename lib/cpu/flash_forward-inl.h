@@ -278,10 +278,7 @@ HWY_NOINLINE void AdvanceHeadsOverCacheTile(D d, const AttentionArgs& a, const F
   }
   // Head h's K and V rows: the tile's pointers plus the head's offset. For the prefetch
   // (kv_rows-inl.h), K rows carry the K rows of the head after h (the next tile's first head
-  // after the last), and V rows the V rows of the head after h, whose P.V comes next; f32 K
-  // rows carry h's own V rows instead (kValuesWithKeys), needed one head later as its P.V
-  // runs after the next head's scores.
-  constexpr bool kValuesWithKeys = CacheRows<T>::kValuesWithKeys;
+  // after the last), and V rows the V rows of the head after h, whose P.V comes next.
   // The rows of the head after h: this tile's, or after the last head the next tile's first.
   auto after = [&](size_t h, const T** this_tile, const T** next_tile, const Tensor& t) {
     const bool last = h + 1 == heads;
@@ -290,15 +287,13 @@ HWY_NOINLINE void AdvanceHeadsOverCacheTile(D d, const AttentionArgs& a, const F
   };
   auto head_keys = [&](size_t h) {
     const auto [next, next_offset] = after(h, key_rows, next_key_rows, a.k);
-    return CacheRows<T>{key_rows,    static_cast<ptrdiff_t>(h) * a.k.stride(2),
-                        next,        kValuesWithKeys ? value_rows : nullptr,
-                        next_offset, static_cast<ptrdiff_t>(h) * a.v.stride(2)};
+    return CacheRows<T>{key_rows, static_cast<ptrdiff_t>(h) * a.k.stride(2), next, nullptr,
+                        next_offset};
   };
   auto head_values = [&](size_t h) {
     const auto [next, next_offset] = after(h, value_rows, next_value_rows, a.v);
-    return CacheRows<T>{value_rows, static_cast<ptrdiff_t>(h) * a.v.stride(2),
-                        nullptr,    kValuesWithKeys ? nullptr : next,
-                        0,          next_offset};
+    return CacheRows<T>{value_rows, static_cast<ptrdiff_t>(h) * a.v.stride(2), nullptr, next, 0,
+                        next_offset};
   };
   if (cfg.packed_scores) {
     // Software-pipelined over the heads: head h's P.V runs after head h + 1's scores and

@@ -219,7 +219,7 @@ HWY_INLINE void StoreSixteenSums(D d, V a, V b, V c, V e, float* HWY_RESTRICT ou
 // (kv_rows-inl.h): RB x 4 named accumulators along head_dim, then per key the four rows' sums
 // stored at once (st rows of S^T are keys, so a key's 4 rows are adjacent), or for packed
 // scores (ldst == RB) the 4 x RB sums reduced and stored together. `prefetch`: also
-// request the rows KRows::NextKey and NextValue name (kv_rows-inl.h), spread over the loop.
+// request the rows KRows::NextKey names (kv_rows-inl.h), spread over the loop.
 template <size_t RB, class D, class KRows>
 HWY_INLINE void DotBlock(D d, const float* HWY_RESTRICT q, size_t ldq, const KRows& keys, size_t c0,
                          size_t dim_pad, float* HWY_RESTRICT st, size_t ldst, bool prefetch) {
@@ -231,17 +231,10 @@ HWY_INLINE void DotBlock(D d, const float* HWY_RESTRICT q, size_t ldq, const KRo
   const auto* HWY_RESTRICT kr3 = keys.Row(c0 + 3);
   // The rows to request, gathered once: inside the loop each would cost the
   // loads of a struct field, a pointer array entry and an offset.
-  constexpr size_t kNextRows = KRows::kPrefetches ? (KRows::kValuesWithKeys ? 8 : 4) : 1;
+  constexpr size_t kNextRows = KRows::kPrefetches ? 4 : 1;
   const char* next_rows[kNextRows] = {};
   if constexpr (KRows::kPrefetches) {
-    for (size_t c = 0; c < 4 && prefetch; ++c) {
-      if constexpr (KRows::kValuesWithKeys) {
-        next_rows[2 * c] = keys.NextKey(c0 + c);
-        next_rows[2 * c + 1] = keys.NextValue(c0 + c);
-      } else {
-        next_rows[c] = keys.NextKey(c0 + c);
-      }
-    }
+    for (size_t c = 0; c < 4 && prefetch; ++c) next_rows[c] = keys.NextKey(c0 + c);
     // The last line of a row off a line, which the loop's requests below miss, goes out now.
     for (size_t j = 0; j < kNextRows && prefetch; ++j) {
       const char* tail = UncoveredTail(next_rows[j], dim_pad * KRows::kElementBytes);

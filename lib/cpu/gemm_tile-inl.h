@@ -101,7 +101,7 @@ HWY_NOINLINE void GemmTile(D d, const float* HWY_RESTRICT a, size_t lda, BRows b
     const auto* HWY_RESTRICT bk = b.Row(k);
     const float* HWY_RESTRICT ak = a + k * lda;  // kRowsAdjacent only
     (void)ak;
-    if constexpr (BRows::kPrefetches && !BRows::kValuesWithKeys) {
+    if constexpr (BRows::kPrefetches) {
       // The V rows of the head whose P.V comes next (kv_rows-inl.h), when b carries them.
       if (b.next_values != nullptr) {
         const char* next = b.NextValue(k);

@@ -37,7 +37,6 @@ struct DenseRows {
   DenseRows Columns(size_t first) const { return DenseRows{base + first, ld}; }
   DenseRows WithoutPrefetch() const { return *this; }
   static constexpr bool kPrefetches = false;  // no NextKey, NextValue
-  static constexpr bool kValuesWithKeys = false;
 };
 
 // Requests the line holding p into the core's L2, not L1 (prefetcht1 on x86, PLDL2KEEP on
@@ -72,12 +71,10 @@ HWY_INLINE const char* UncoveredTail(const char* row, size_t bytes) {
 //  - K rows carry the K rows of the head whose scores come next (NextKey): DotBlock requests
 //    their lines a few per step as the scores walk a row, rather than in a burst that would
 //    fill the core's miss buffers and stall the arithmetic.
-//  - V rows of f16 and bf16 carry the V rows of the head whose P.V comes next (NextValue):
-//    GemmTile requests them as the P.V walks its rows, so that requests go out through the
-//    P.V as well as the scores (3-8% faster from memory than all of them during the scores,
-//    which left the memory idle through the P.V, a third of the time). f32 rows, with half the
-//    arithmetic per byte, measured 4-11% slower that way: their K rows carry their own head's V
-//    rows too (kValuesWithKeys), requested during the scores.
+//  - V rows carry the V rows of the head whose P.V comes next (NextValue): GemmTile requests
+//    them as the P.V walks its rows, so that requests go out through the P.V as well as the
+//    scores (3-11% faster from memory, f32 included, than requesting V during the scores,
+//    which leaves the memory idle through the P.V).
 // Both also request a row's last line when the row does not start on one (UncoveredTail).
 template <typename T>
 struct CacheRows {
@@ -105,7 +102,6 @@ struct CacheRows {
   CacheRows WithoutPrefetch() const { return CacheRows{rows, offset}; }
   // Where row `row`'s K and V rows to prefetch start.
   static constexpr bool kPrefetches = true;
-  static constexpr bool kValuesWithKeys = sizeof(T) == sizeof(float);
   static constexpr size_t kElementBytes = sizeof(T);
   const char* NextKey(size_t row) const {
     return reinterpret_cast<const char*>(next_keys[row] + next_key_offset);
