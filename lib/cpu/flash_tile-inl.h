@@ -35,6 +35,13 @@ constexpr size_t kMrS = kVectorRegisters >= 32 ? 8 : 4;
 constexpr size_t kMrP = HWY_TARGET == HWY_SCALAR ? 3 : 6;  // divides kNvS * lanes
 constexpr size_t kNvP = kVectorRegisters >= 32 ? 4 : 2;
 constexpr size_t kKeysPerTile = 128;  // keys per tile and head; a multiple of kMrS and 4
+// Decoding work items of several kv heads take at least this many bytes of K rows per head
+// and tile (32 keys of head_dim 128 in f16, 64 of head_dim 64): with kKeysPerTile / heads, 16
+// keys for 8 kv heads, each head's per-tile work (the softmax's reductions, the P.V's reload
+// of O) took a larger share: from memory on a Zen 4 host, 3-5% slower at head_dim 128 and
+// 18-38% at head_dim 64 in f16. f32 rows of head_dim 128 stay at 16 keys, which measured
+// 5-7% faster than 32.
+constexpr size_t kDecodeHeadTileBytes = 8192;
 constexpr int64_t kTargetRows = 192;  // rows per work item: amortises the K/V conversion
 
 inline size_t RoundUp(size_t x, size_t m) { return (x + m - 1) / m * m; }
@@ -86,7 +93,11 @@ FlashConfig MakeFlashConfig(D d, const AttentionArgs& a) {
   c.dim_v_pad = RoundUp(static_cast<size_t>(a.head_dim_v), c.lanes);
   // Decoding, speculative decoding included: all of seq_q fits one work item of few rows.
   c.heads = rows <= 64 && c.positions == a.seq_q ? a.heads_kv : 1;
-  c.keys_per_tile = std::max<size_t>(16, kKeysPerTile / static_cast<size_t>(c.heads)) / 8 * 8;
+  size_t keys = kKeysPerTile / static_cast<size_t>(c.heads);
+  if (c.heads > 1) {
+    keys = std::max(keys, kDecodeHeadTileBytes / (c.dim_pad * DTypeSize(a.k.dtype)));
+  }
+  c.keys_per_tile = std::min(kKeysPerTile, std::max<size_t>(16, keys)) / 8 * 8;
   c.cache_in_place = kNativeF16 && c.dot_scores && c.dim == c.dim_pad &&
                      static_cast<size_t>(a.head_dim_v) == c.dim_v_pad && a.k.stride(3) == 1 &&
                      a.v.stride(3) == 1 && a.k.dtype == a.v.dtype;
