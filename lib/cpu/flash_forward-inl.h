@@ -205,11 +205,25 @@ HWY_NOINLINE void AdvanceHeadOverTile(D d, const AttentionArgs& a, const FlashCo
       for (size_t c = 0; c < nb; ++c) hn::StoreU(hn::Zero(d), d, st + c * R);
       DotScores(d, q, cfg.dim_pad, rows, keys, nb_pad, cfg.dim_pad, st, R);
     } else if constexpr (std::is_same_v<KRows, DenseRows>) {
-      const float* qt_panel = q + p * cfg.dim * cfg.panel_rows;
+      const DenseRows qt_panel{q + p * cfg.dim * cfg.panel_rows, cfg.panel_rows};
       for (size_t c = 0; c < nb_pad; c += kMrS) {
-        GemmTile<kMrS, kNvS, ALayout::kRowsAlongK>(d, keys.Row(c), keys.ld,
-                                                   DenseRows{qt_panel, cfg.panel_rows}, cfg.dim,
-                                                   st + c * R + r0, R, nullptr);
+        const float* k = keys.Row(c);
+        float* out = st + c * R + r0;
+        switch (cfg.panel_vectors) {
+          case 1:
+            GemmTile<kMrS, 1, ALayout::kRowsAlongK>(d, k, keys.ld, qt_panel, cfg.dim, out, R,
+                                                    nullptr);
+            break;
+          case 2:
+            GemmTile<kMrS, 2, ALayout::kRowsAlongK>(d, k, keys.ld, qt_panel, cfg.dim, out, R,
+                                                    nullptr);
+            break;
+          default:
+            static_assert(kNvS == 3, "one case per panel width");
+            GemmTile<kMrS, kNvS, ALayout::kRowsAlongK>(d, k, keys.ld, qt_panel, cfg.dim, out, R,
+                                                       nullptr);
+            break;
+        }
       }
     }
     const size_t panel_end = std::min(r0 + cfg.panel_rows, rows);

@@ -28,11 +28,11 @@ namespace streamattn {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-// Register blocks for this target (see gemm_tile-inl.h): S^T blocks are kMrS keys x kNvS
+// Register blocks for this target (see gemm_tile-inl.h): S^T blocks are kMrS keys x up to kNvS
 // vectors of query rows, P.V blocks up to kMrP query rows x up to kNvP vectors of head_dim.
 constexpr size_t kNvS = 3;
 constexpr size_t kMrS = kVectorRegisters >= 32 ? 8 : 4;
-constexpr size_t kMrP = HWY_TARGET == HWY_SCALAR ? 3 : 6;  // divides kNvS * lanes
+constexpr size_t kMrP = HWY_TARGET == HWY_SCALAR ? 3 : 6;
 constexpr size_t kNvP = kVectorRegisters >= 32 ? 4 : 2;
 constexpr size_t kKeysPerTile = 128;  // keys per tile and head; a multiple of kMrS and 4
 // Decoding work items of several kv heads take at least this many bytes of K rows per head
@@ -53,9 +53,10 @@ inline size_t RoundUp(size_t x, size_t m) { return (x + m - 1) / m * m; }
 // prefetchers do not follow.
 struct FlashConfig {
   size_t lanes;
-  bool dot_scores;    // fewer query rows than lanes: dot products instead of the GEMM
-  size_t panel_rows;  // rows per S^T panel: kNvS vectors (GEMM) or one vector (dot)
-  size_t rows_pad;    // rows of a work item per head, padded to whole panels
+  bool dot_scores;       // fewer query rows than lanes: dot products instead of the GEMM
+  size_t panel_vectors;  // vectors of rows per S^T panel: 1..kNvS (GEMM) or 1 (dot)
+  size_t panel_rows;     // panel_vectors * lanes
+  size_t rows_pad;       // rows of a work item per head, padded to whole panels
   size_t dim, dim_pad, dim_v_pad;
   int64_t positions;     // query positions per work item
   int64_t heads;         // kv heads per work item
@@ -86,7 +87,16 @@ FlashConfig MakeFlashConfig(D d, const AttentionArgs& a) {
   c.positions = std::min<int64_t>(a.seq_q, std::max<int64_t>(1, kTargetRows / a.group));
   const size_t rows = static_cast<size_t>(c.positions * a.group);
   c.dot_scores = rows < c.lanes;
-  c.panel_rows = c.dot_scores ? c.lanes : kNvS * c.lanes;  // a multiple of kMrP when GEMM
+  // GEMM panels of 3, 2 or 1 vectors, whichever pads the rows least (the widest on a tie):
+  // decoding's 16 or 32 rows per kv head (GQA groups of 16, MQA, speculative decoding) would
+  // pad to 48 and waste half the scores' products or more.
+  c.panel_vectors = c.dot_scores ? 1 : kNvS;
+  for (size_t nv = c.panel_vectors; nv >= 1; --nv) {
+    if (RoundUp(rows, nv * c.lanes) < RoundUp(rows, c.panel_vectors * c.lanes)) {
+      c.panel_vectors = nv;
+    }
+  }
+  c.panel_rows = c.panel_vectors * c.lanes;
   c.rows_pad = RoundUp(rows, c.panel_rows);
   c.dim = static_cast<size_t>(a.head_dim);
   c.dim_pad = RoundUp(c.dim, c.lanes);
