@@ -70,9 +70,9 @@ constexpr size_t kVectorRegisters =
 // row_scale == nullptr: C = A * B (C is only written). Otherwise C = C * row_scale[r] + A * B,
 // which is how the PV product folds in the online-softmax rescale of O for free.
 // B row k is b.Row(k), NV * Lanes(d) elements read through b.Load (kv_rows-inl.h: dense f32 or a
-// cache's rows converted in registers); C rows are c + r * ldc. A cache's f16/bf16 V rows may
-// also carry the next head's rows (kv_rows-inl.h): the lines of those this call's columns
-// cover are requested as k walks, a row per k.
+// cache's rows converted in registers); C rows are c + r * ldc. A cache's V rows may also
+// carry the next head's rows (kv_rows-inl.h): the lines of those this call's columns cover are
+// requested into L2 as k walks, a row per k.
 template <size_t MR, size_t NV, ALayout kLayout, class D, class BRows>
 HWY_NOINLINE void GemmTile(D d, const float* HWY_RESTRICT a, size_t lda, BRows b, size_t k_count,
                            float* HWY_RESTRICT c, size_t ldc, const float* HWY_RESTRICT row_scale) {

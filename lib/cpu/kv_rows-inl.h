@@ -40,12 +40,11 @@ struct DenseRows {
 };
 
 // Requests the line holding p into the core's L2, not L1 (prefetcht1 on x86, PLDL2KEEP on
-// Arm). A request into L1 (hwy::Prefetch, prefetcht0) holds one of L1's few miss buffers for
-// the whole trip to memory: on a Zen 4 host that capped decoding at about 10 GB/s per core
-// (24 buffers x 64 B over ~150 ns), and L2 requests, whose queue is deeper, decoded 1.2-1.6x
-// faster from memory in every cache shape (f16, bf16, f32; head_dim 64 and 128; 8 and 32
-// query heads over 8). The loads that follow then miss only to L2, a latency the out-of-order
-// core hides behind the products.
+// Arm). Requests into L1 (hwy::Prefetch, prefetcht0) held decoding on a Zen 4 host near 10
+// GB/s per core, as if each held one of L1's few miss buffers for its whole trip to memory;
+// requests into L2 decoded 1.2-1.6x faster from memory in every cache shape tried (f16, bf16,
+// f32; head_dim 64 and 128; 8 and 32 query heads over 8). The loads that follow then miss
+// only to L2, a latency the out-of-order core hides behind the products.
 HWY_INLINE void RequestIntoL2(const void* p) { __builtin_prefetch(p, /*rw=*/0, /*locality=*/2); }
 
 // Prefetching a row of `bytes` bytes line by line, at row, row + 64, ... below row + bytes,
@@ -65,9 +64,9 @@ HWY_INLINE const char* UncoveredTail(const char* row, size_t bytes) {
 //
 // Reading a head's rows of a tile while the tile's keys also hold the other heads' rows ([..,
 // heads, dim] caches) is a pattern the hardware prefetchers follow poorly, so the rows also
-// carry rows to request ahead of use (RequestIntoL2), one head of work ahead (16 keys, 8 KiB
-// for head_dim 128 in f16, enough to cover the memory latency; a whole tile ahead, or a second
-// request a tile ahead, measured no faster). The caller chooses them:
+// carry rows to request ahead of use (RequestIntoL2), one head of work ahead (a head's share of
+// a tile, 8 KiB of K rows or more, enough to cover the memory latency; a whole tile ahead, or a
+// second request a tile ahead, measured no faster). The caller chooses them:
 //  - K rows carry the K rows of the head whose scores come next (NextKey): DotBlock requests
 //    their lines a few per step as the scores walk a row, rather than in a burst that would
 //    fill the core's miss buffers and stall the arithmetic.
