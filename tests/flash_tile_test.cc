@@ -1,8 +1,8 @@
 // The flash forward's tile kernels (cpu/flash_tile-inl.h) on every compiled target, against
 // plain loops: dot-product scores for any row and key count, and O += P V for any row count;
 // and the same kernels reading a cache's rows in place (kv_rows-inl.h) against the converted
-// rows: the same bytes, whatever the dtype; the packed online softmax against the panel; and
-// that the rows' prefetches request every line of a row wherever it starts.
+// rows: the same bytes, whatever the dtype; the packed online softmax against the panel; that
+// the rows' prefetches request every line of a row wherever it starts; and the tile shapes.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -226,6 +226,60 @@ void TestUncoveredTailCompletesTheRowsLines() {
   }
 }
 
+// A contiguous [batch, seq, heads, dim] view of no data: MakeFlashConfig reads only shapes,
+// strides and dtypes.
+Tensor ShapeOnly(DType dtype, int64_t seq, int64_t heads, int64_t dim) {
+  Tensor t;
+  t.dtype = dtype, t.ndim = 4;
+  t.shape[1] = seq, t.shape[2] = heads, t.shape[3] = dim;
+  t.strides[3] = 1, t.strides[2] = dim, t.strides[1] = heads * dim,
+  t.strides[0] = seq * heads * dim;
+  return t;
+}
+
+AttentionArgs ArgsOf(int64_t seq_q, int64_t heads_q, int64_t heads_kv, int64_t dim, DType kv) {
+  AttentionArgs a;
+  a.batch = 1, a.seq_q = seq_q, a.seq_k = 4096, a.heads_q = heads_q, a.heads_kv = heads_kv;
+  a.head_dim = a.head_dim_v = dim, a.group = heads_q / heads_kv;
+  a.q = ShapeOnly(DType::kF32, seq_q, heads_q, dim);
+  a.k = ShapeOnly(kv, a.seq_k, heads_kv, dim), a.v = ShapeOnly(kv, a.seq_k, heads_kv, dim);
+  return a;
+}
+
+// GEMM score panels are as few vectors wide as pad a work item's rows least (decoding's 16 or
+// 32 rows per kv head must not pad to the prefill's 48), and decoding tiles of several kv
+// heads hold at least kDecodeHeadTileBytes of K rows per head.
+void TestTileShapesFitTheWork() {
+  const hn::ScalableTag<float> d;
+  const size_t lanes = hn::Lanes(d);
+  for (int64_t seq_q : {1, 2, 3, 4, 5, 8, 12, 16, 200}) {
+    for (auto [hq, hkv] : {std::pair<int64_t, int64_t>{8, 8}, {32, 8}, {32, 2}, {32, 1}}) {
+      const FlashConfig c = MakeFlashConfig(d, ArgsOf(seq_q, hq, hkv, 128, DType::kF16));
+      const size_t rows = static_cast<size_t>(c.positions * (hq / hkv));
+      ASSERT_EQ(c.panel_rows, c.panel_vectors * lanes);
+      ASSERT_EQ(c.rows_pad % c.panel_rows, 0u);
+      if (c.dot_scores) continue;
+      size_t least = RoundUp(rows, kNvS * lanes);
+      for (size_t nv = 1; nv < kNvS; ++nv) least = std::min(least, RoundUp(rows, nv * lanes));
+      EXPECT_EQ(c.rows_pad, least) << rows << " rows";
+      EXPECT_GE(c.panel_vectors, 1u);
+      EXPECT_LE(c.panel_vectors, kNvS);
+    }
+  }
+  // The prefill's items of 192 rows keep the widest panels.
+  EXPECT_EQ(MakeFlashConfig(d, ArgsOf(4096, 32, 8, 128, DType::kF16)).panel_vectors, kNvS);
+  for (DType kv : {DType::kF16, DType::kBF16, DType::kF32}) {
+    for (int64_t dim : {64, 128, 256}) {
+      const FlashConfig c = MakeFlashConfig(d, ArgsOf(1, 32, 8, dim, kv));
+      ASSERT_EQ(c.heads, 8);
+      const size_t row_bytes = c.dim_pad * static_cast<size_t>(DTypeSize(kv));
+      EXPECT_GE(c.keys_per_tile * row_bytes, std::min(kDecodeHeadTileBytes, 16 * row_bytes));
+      EXPECT_LE(c.keys_per_tile, kKeysPerTile);
+      EXPECT_EQ(c.keys_per_tile % 8, 0u);
+    }
+  }
+}
+
 }  // namespace HWY_NAMESPACE
 }  // namespace streamattn
 HWY_AFTER_NAMESPACE();
@@ -241,6 +295,7 @@ HWY_EXPORT_AND_TEST_P(FlashTileTest, TestAccumulatePV);
 HWY_EXPORT_AND_TEST_P(FlashTileTest, TestCacheRowsMatchDenseRows);
 HWY_EXPORT_AND_TEST_P(FlashTileTest, TestOnlineSoftmaxPackedMatchesPanel);
 HWY_EXPORT_AND_TEST_P(FlashTileTest, TestUncoveredTailCompletesTheRowsLines);
+HWY_EXPORT_AND_TEST_P(FlashTileTest, TestTileShapesFitTheWork);
 
 }  // namespace
 }  // namespace streamattn

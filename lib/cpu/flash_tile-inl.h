@@ -105,7 +105,8 @@ FlashConfig MakeFlashConfig(D d, const AttentionArgs& a) {
   c.heads = rows <= 64 && c.positions == a.seq_q ? a.heads_kv : 1;
   size_t keys = kKeysPerTile / static_cast<size_t>(c.heads);
   if (c.heads > 1) {
-    keys = std::max(keys, kDecodeHeadTileBytes / (c.dim_pad * DTypeSize(a.k.dtype)));
+    keys = std::max(keys,
+                    kDecodeHeadTileBytes / (c.dim_pad * static_cast<size_t>(DTypeSize(a.k.dtype))));
   }
   c.keys_per_tile = std::min(kKeysPerTile, std::max<size_t>(16, keys)) / 8 * 8;
   c.cache_in_place = kNativeF16 && c.dot_scores && c.dim == c.dim_pad &&
