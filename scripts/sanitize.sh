@@ -15,9 +15,9 @@
 #   tsan  AVX2 and SCALAR (6400: AVX3 too); .ci/run passes -E '/SCALAR  # GetParam' so the
 #         target-parameterised tests run once, on AVX2: the work split, the threads and the
 #         merge order are the same code on every target, and races are what TSan looks for.
-# asan compiles at -O1 -g1 (line tables, enough for ASan's and UBSan's reports): at -O2 -g,
-# GCC took 333 s and 1.4 GB for lib/cpu/flash_forward.cc alone under ASan+UBSan, at -O1 -g1
-# 110 s, which kept the CI over its 40 minutes.
+# asan compiles at -O1 -g1 (line tables, enough for ASan's and UBSan's reports): under
+# ASan+UBSan GCC took 333 s and 1.4 GB for lib/cpu/flash_forward.cc alone at -O2 -g, 110 s at
+# -O1 -g1; the -O2 -g build had put the CI over its 40 minutes.
 # nvcc's code and the static CUDA runtime are not instrumented; the main suite tests the
 # plugin's loading and faults. The MPI tests run under mpirun in the main suite.
 #
