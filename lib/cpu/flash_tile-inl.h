@@ -272,7 +272,10 @@ HWY_INLINE void DotBlock(D d, const float* HWY_RESTRICT q, size_t ldq, const KRo
       // Once per line of the rows as i walks them.
       constexpr size_t kBytes = KRows::kElementBytes;
       if (prefetch && (i * kBytes) % 64 < hn::Lanes(d) * kBytes) {
-        for (const char* row : next_rows) RequestIntoL2(row + i * kBytes);
+        // Read from memory each time: kept in registers, the four pointers pushed the
+        // loop's others (K and Q rows) into vector registers, a move each on an FMA port.
+        const char* const volatile* rows = next_rows;
+        for (size_t j = 0; j < kNextRows; ++j) RequestIntoL2(rows[j] + i * kBytes);
       }
     }
     SATTN_DOT_FMA(0) SATTN_DOT_FMA(1) SATTN_DOT_FMA(2) SATTN_DOT_FMA(3)
