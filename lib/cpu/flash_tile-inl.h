@@ -29,7 +29,8 @@ namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
 // Register blocks for this target (see gemm_tile-inl.h): S^T blocks are kMrS keys x up to kNvS
-// vectors of query rows, P.V blocks up to kMrP query rows x up to kNvP vectors of head_dim.
+// vectors of query rows, P.V blocks up to kMrP query rows x up to kNvP vectors of head_dim
+// (PVVectors: 3 for blocks of 3 or 4 rows on 16 registers).
 constexpr size_t kNvS = 3;
 constexpr size_t kMrS = kVectorRegisters >= 32 ? 8 : 4;
 constexpr size_t kMrP = HWY_TARGET == HWY_SCALAR ? 3 : 6;
@@ -227,36 +228,43 @@ HWY_INLINE void StoreSixteenSums(D d, V a, V b, V c, V e, float* HWY_RESTRICT ou
 #define SATTN_HAVE_SIXTEEN_SUMS 0
 #endif
 
+// Keys per DotBlock for blocks of `rows` query rows: 4 keys x 4 rows is 16 accumulators, all
+// the registers an AVX2 or SSE target has, so there GCC spilled them in the loop (76 cycles
+// per key of 4 rows from L2 on a Zen 3 host, against 32 for its 64 FMAs); 2 keys x 4 rows
+// leave room for the keys and a query vector (52 cycles).
+constexpr size_t DotKeysPerBlock(size_t rows) { return kVectorRegisters >= 32 || rows <= 2 ? 4 : 2; }
+
 #define SATTN_DOT_DECLARE(r) V a##r##0 = z, a##r##1 = z, a##r##2 = z, a##r##3 = z;
-#define SATTN_DOT_FMA(r)                        \
-  if constexpr (RB > r) {                       \
-    const V qv = hn::LoadU(d, q + r * ldq + i); \
-    a##r##0 = hn::MulAdd(qv, k0, a##r##0);      \
-    a##r##1 = hn::MulAdd(qv, k1, a##r##1);      \
-    a##r##2 = hn::MulAdd(qv, k2, a##r##2);      \
-    a##r##3 = hn::MulAdd(qv, k3, a##r##3);      \
+#define SATTN_DOT_FMA(r)                                   \
+  if constexpr (RB > r) {                                  \
+    const V qv = hn::LoadU(d, q + r * ldq + i);            \
+    a##r##0 = hn::MulAdd(qv, k0, a##r##0);                 \
+    a##r##1 = hn::MulAdd(qv, k1, a##r##1);                 \
+    if constexpr (KB > 2) a##r##2 = hn::MulAdd(qv, k2, a##r##2); \
+    if constexpr (KB > 2) a##r##3 = hn::MulAdd(qv, k3, a##r##3); \
   }
 
-// Scores of 4 query rows (the last 4 - RB of them padding) against keys c0..c0+3 of `keys`
-// (kv_rows-inl.h): RB x 4 named accumulators along head_dim, then per key the four rows' sums
-// stored at once (st rows of S^T are keys, so a key's 4 rows are adjacent), or for packed
-// scores (ldst == RB) the 4 x RB sums reduced and stored together. `prefetch`: also
-// request the rows KRows::NextKey names (kv_rows-inl.h), spread over the loop.
-template <size_t RB, class D, class KRows>
+// Scores of 4 query rows (the last 4 - RB of them padding) against keys c0..c0+KB-1 of `keys`
+// (kv_rows-inl.h; KB is 4 or 2, DotKeysPerBlock): RB x KB named accumulators along head_dim,
+// then per key the four rows' sums stored at once (st rows of S^T are keys, so a key's 4 rows
+// are adjacent), or for packed scores (ldst == RB) the 4 x RB sums reduced and stored
+// together. `prefetch`: also request the rows KRows::NextKey names (kv_rows-inl.h), spread
+// over the loop.
+template <size_t RB, size_t KB, class D, class KRows>
 HWY_INLINE void DotBlock(D d, const float* HWY_RESTRICT q, size_t ldq, const KRows& keys, size_t c0,
                          size_t dim_pad, float* HWY_RESTRICT st, size_t ldst, bool prefetch) {
   using V = hn::Vec<D>;
   const V z = hn::Zero(d);
   const auto* HWY_RESTRICT kr0 = keys.Row(c0);
   const auto* HWY_RESTRICT kr1 = keys.Row(c0 + 1);
-  const auto* HWY_RESTRICT kr2 = keys.Row(c0 + 2);
-  const auto* HWY_RESTRICT kr3 = keys.Row(c0 + 3);
+  const auto* HWY_RESTRICT kr2 = keys.Row(c0 + (KB > 2 ? 2 : 0));
+  const auto* HWY_RESTRICT kr3 = keys.Row(c0 + (KB > 2 ? 3 : 0));
   // The rows to request, gathered once: inside the loop each would cost the
   // loads of a struct field, a pointer array entry and an offset.
-  constexpr size_t kNextRows = KRows::kPrefetches ? 4 : 1;
+  constexpr size_t kNextRows = KRows::kPrefetches ? KB : 1;
   const char* next_rows[kNextRows] = {};
   if constexpr (KRows::kPrefetches) {
-    for (size_t c = 0; c < 4 && prefetch; ++c) next_rows[c] = keys.NextKey(c0 + c);
+    for (size_t c = 0; c < KB && prefetch; ++c) next_rows[c] = keys.NextKey(c0 + c);
     // The last line of a row off a line, which the loop's requests below miss, goes out now.
     for (size_t j = 0; j < kNextRows && prefetch; ++j) {
       const char* tail = UncoveredTail(next_rows[j], dim_pad * KRows::kElementBytes);
@@ -267,7 +275,7 @@ HWY_INLINE void DotBlock(D d, const float* HWY_RESTRICT q, size_t ldq, const KRo
   SATTN_DOT_DECLARE(0) SATTN_DOT_DECLARE(1) SATTN_DOT_DECLARE(2) SATTN_DOT_DECLARE(3)
   for (size_t i = 0; i < dim_pad; i += hn::Lanes(d)) {
     const V k0 = keys.Load(d, kr0, i), k1 = keys.Load(d, kr1, i);
-    const V k2 = keys.Load(d, kr2, i), k3 = keys.Load(d, kr3, i);
+    const V k2 = KB > 2 ? keys.Load(d, kr2, i) : z, k3 = KB > 2 ? keys.Load(d, kr3, i) : z;
     if constexpr (KRows::kPrefetches) {
       // Once per line of the rows as i walks them.
       constexpr size_t kBytes = KRows::kElementBytes;
@@ -281,6 +289,11 @@ HWY_INLINE void DotBlock(D d, const float* HWY_RESTRICT q, size_t ldq, const KRo
     SATTN_DOT_FMA(0) SATTN_DOT_FMA(1) SATTN_DOT_FMA(2) SATTN_DOT_FMA(3)
   }
   // clang-format on
+  if constexpr (KB == 2) {  // never packed: packed scores of 1 or 2 rows take blocks of 4 keys
+    StoreFourSums(d, a00, a10, a20, a30, st);
+    StoreFourSums(d, a01, a11, a21, a31, st + ldst);
+    return;
+  }
   if (ldst == RB && RB <= 2) {
     // Packed scores of one or two rows (decoding without GQA, or two heads per kv head): the
     // four keys' sums are adjacent, so each reduction of four vectors carries no padding row.
@@ -315,29 +328,40 @@ HWY_INLINE void DotBlock(D d, const float* HWY_RESTRICT q, size_t ldq, const KRo
 // get padding sums; with rows = ldst < 4 (packed scores: 1 or 2 rows) 4 keys' sums are stored
 // together. Nothing is written past nb_pad * ldst.
 // Q and K rows are zero-padded to dim_pad; K rows come from `keys`.
-template <class D, class KRows>
-HWY_INLINE void DotScores(D d, const float* q, size_t ldq, size_t rows, const KRows& keys,
-                          size_t nb_pad, size_t dim_pad, float* st, size_t ldst) {
-  for (size_t c = 0; c < nb_pad; c += 4) {
+template <size_t KB, class D, class KRows>
+HWY_INLINE void DotScoresByKeyBlocks(D d, const float* q, size_t ldq, size_t rows,
+                                     const KRows& keys, size_t nb_pad, size_t dim_pad, float* st,
+                                     size_t ldst) {
+  for (size_t c = 0; c < nb_pad; c += KB) {
     for (size_t r = 0; r < rows; r += 4) {
       const float* qr = q + r * ldq;
       float* out = st + c * ldst + r;
       const bool prefetch = r == 0;  // once per key
       switch (std::min<size_t>(4, rows - r)) {
         case 4:
-          DotBlock<4>(d, qr, ldq, keys, c, dim_pad, out, ldst, prefetch);
+          DotBlock<4, KB>(d, qr, ldq, keys, c, dim_pad, out, ldst, prefetch);
           break;
         case 3:
-          DotBlock<3>(d, qr, ldq, keys, c, dim_pad, out, ldst, prefetch);
+          DotBlock<3, KB>(d, qr, ldq, keys, c, dim_pad, out, ldst, prefetch);
           break;
         case 2:
-          DotBlock<2>(d, qr, ldq, keys, c, dim_pad, out, ldst, prefetch);
+          DotBlock<2, KB>(d, qr, ldq, keys, c, dim_pad, out, ldst, prefetch);
           break;
         default:
-          DotBlock<1>(d, qr, ldq, keys, c, dim_pad, out, ldst, prefetch);
+          DotBlock<1, KB>(d, qr, ldq, keys, c, dim_pad, out, ldst, prefetch);
           break;
       }
     }
+  }
+}
+
+template <class D, class KRows>
+HWY_INLINE void DotScores(D d, const float* q, size_t ldq, size_t rows, const KRows& keys,
+                          size_t nb_pad, size_t dim_pad, float* st, size_t ldst) {
+  if (DotKeysPerBlock(rows) == 4) {
+    DotScoresByKeyBlocks<4>(d, q, ldq, rows, keys, nb_pad, dim_pad, st, ldst);
+  } else {
+    DotScoresByKeyBlocks<DotKeysPerBlock(4)>(d, q, ldq, rows, keys, nb_pad, dim_pad, st, ldst);
   }
 }
 
@@ -377,33 +401,48 @@ HWY_INLINE bool AnyNonFinite(D d, const float* rows, size_t ld, size_t nb, size_
   return false;
 }
 
+// Vectors of head_dim per P.V block of MR rows. With 16 registers, blocks of 3 or 4 rows (GQA
+// groups of 4 decoding) take 3 (MR x 3 accumulators, 3 loads of V and a broadcast of P: 12
+// FMA chains instead of 8, 48 cycles per key of 4 rows from L2 instead of 53 on a Zen 3 host).
+// Blocks of 1 or 2 rows keep kNvP and get a second set of accumulators instead (KS = 2 when
+// MR x NV is below 8, gemm_tile-inl.h): 4 vectors per block for 1 row ran 20% faster from
+// cache there but 9% slower from memory (alternated, 8 over 8 heads in f16), its requests for
+// the next head's V rows going out in half as many, shorter calls.
+template <size_t MR>
+constexpr size_t PVVectors() {
+  return kVectorRegisters < 32 && (MR == 3 || MR == 4) ? 3 : kNvP;
+}
+
+template <size_t MR, size_t NV, class D, class VRows>
+HWY_INLINE void PVColumnBlock(D d, size_t j, size_t dim_v_pad, const float* pt, size_t ldpt,
+                              const VRows& values, size_t nb, float* o, const float* alpha) {
+  const size_t N = hn::Lanes(d);
+  constexpr size_t kKeySets = MR * NV < 8 ? 2 : 1;
+  GemmTile<MR, NV, ALayout::kRowsAdjacent, kKeySets>(d, pt, ldpt, values.Columns(j * N), nb,
+                                                     o + j * N, dim_v_pad, alpha);
+}
+
 // O[r] = alpha[r] O[r] + P[r] V for MR rows, over all head_dim column blocks; V rows come from
 // `values` (kv_rows-inl.h).
 template <size_t MR, class D, class VRows>
 HWY_INLINE void AccumulatePVRows(D d, size_t dim_v_pad, const float* pt, size_t ldpt,
                                  const VRows& values, size_t nb, float* o, const float* alpha) {
-  const size_t N = hn::Lanes(d);
-  const size_t vectors = dim_v_pad / N;
-  size_t j = 0;
-  for (; j + kNvP <= vectors; j += kNvP) {
-    GemmTile<MR, kNvP, ALayout::kRowsAdjacent>(d, pt, ldpt, values.Columns(j * N), nb, o + j * N,
-                                               dim_v_pad, alpha);
-  }
-  switch (vectors - j) {
-    case 3:
-      GemmTile<MR, 3, ALayout::kRowsAdjacent>(d, pt, ldpt, values.Columns(j * N), nb, o + j * N,
-                                              dim_v_pad, alpha);
-      break;
-    case 2:
-      GemmTile<MR, 2, ALayout::kRowsAdjacent>(d, pt, ldpt, values.Columns(j * N), nb, o + j * N,
-                                              dim_v_pad, alpha);
-      break;
-    case 1:
-      GemmTile<MR, 1, ALayout::kRowsAdjacent>(d, pt, ldpt, values.Columns(j * N), nb, o + j * N,
-                                              dim_v_pad, alpha);
-      break;
-    default:
-      break;
+  constexpr size_t kNv = PVVectors<MR>();
+  const size_t vectors = dim_v_pad / hn::Lanes(d);
+  for (size_t j = 0; j < vectors;) {
+    const size_t left = vectors - j;
+    // A last block of one vector would have only MR chains: two blocks of 2 and kNv - 1 instead.
+    const size_t nv = left % kNv == 1 && left > kNv ? 2 : std::min(kNv, left);
+    if (kNv >= 4 && nv == 4) {
+      PVColumnBlock<MR, (kNv >= 4 ? 4 : 1)>(d, j, dim_v_pad, pt, ldpt, values, nb, o, alpha);
+    } else if (kNv >= 3 && nv == 3) {
+      PVColumnBlock<MR, (kNv >= 3 ? 3 : 1)>(d, j, dim_v_pad, pt, ldpt, values, nb, o, alpha);
+    } else if (nv == 2) {
+      PVColumnBlock<MR, 2>(d, j, dim_v_pad, pt, ldpt, values, nb, o, alpha);
+    } else {
+      PVColumnBlock<MR, 1>(d, j, dim_v_pad, pt, ldpt, values, nb, o, alpha);
+    }
+    j += nv;
   }
 }
 

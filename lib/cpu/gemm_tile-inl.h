@@ -5,7 +5,10 @@
 // sizeless and cannot live in arrays at all.
 // Cost: MR * NV FMAs per k for NV loads and MR broadcasts (folded into the FMA on AVX-512);
 // MR x NV = 6 x 4 or 8 x 3 keeps 24 of 32 registers busy (6 x 2 of 16 on AVX2), enough
-// independent chains to cover two FMA ports x 4 cycles of latency.
+// independent chains to cover two FMA ports x 4 cycles of latency. Blocks of few rows (the P.V
+// of decoding: 1 to 4 rows per kv head) have too few chains for that, MR x NV < 8, and run at
+// the FMA latency instead (1 x 2 on AVX2: 4 cycles per 2 FMAs); KS = 2 gives them a second set
+// of accumulators for odd k, added in at the end.
 #if defined(STREAMATTN_CPU_GEMM_TILE_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef STREAMATTN_CPU_GEMM_TILE_INL_H_
 #undef STREAMATTN_CPU_GEMM_TILE_INL_H_
@@ -38,8 +41,9 @@ constexpr size_t kVectorRegisters =
     16;
 #endif
 
-#define SATTN_GEMM_DECLARE_ROW(r) \
-  V c##r##0 = hn::Zero(d), c##r##1 = hn::Zero(d), c##r##2 = hn::Zero(d), c##r##3 = hn::Zero(d);
+#define SATTN_GEMM_DECLARE_ROW(r)                                                             \
+  V c##r##0 = hn::Zero(d), c##r##1 = hn::Zero(d), c##r##2 = hn::Zero(d), c##r##3 = hn::Zero(d); \
+  V e##r##0 = hn::Zero(d), e##r##1 = hn::Zero(d), e##r##2 = hn::Zero(d), e##r##3 = hn::Zero(d);
 
 #define SATTN_GEMM_LOAD_ROW(r)                                                     \
   if constexpr (MR > r) {                                                          \
@@ -50,13 +54,50 @@ constexpr size_t kVectorRegisters =
     if constexpr (NV > 3) c##r##3 = hn::Mul(hn::LoadU(d, c + r * ldc + 3 * N), s); \
   }
 
-#define SATTN_GEMM_FMA_ROW(r)                                                   \
+// Row r's FMAs for step kk into the accumulator set `acc` (c, or e for odd k under KS == 2).
+#define SATTN_GEMM_FMA_ROW(acc, r)                                              \
   if constexpr (MR > r) {                                                       \
-    const V ar = hn::Set(d, kLayout == ALayout::kRowsAlongK ? a##r[k] : ak[r]); \
-    c##r##0 = hn::MulAdd(ar, b0, c##r##0);                                      \
-    if constexpr (NV > 1) c##r##1 = hn::MulAdd(ar, b1, c##r##1);                \
-    if constexpr (NV > 2) c##r##2 = hn::MulAdd(ar, b2, c##r##2);                \
-    if constexpr (NV > 3) c##r##3 = hn::MulAdd(ar, b3, c##r##3);                \
+    const V ar = hn::Set(d, kLayout == ALayout::kRowsAlongK ? a##r[kk] : ak[r]); \
+    acc##r##0 = hn::MulAdd(ar, b0, acc##r##0);                                  \
+    if constexpr (NV > 1) acc##r##1 = hn::MulAdd(ar, b1, acc##r##1);            \
+    if constexpr (NV > 2) acc##r##2 = hn::MulAdd(ar, b2, acc##r##2);            \
+    if constexpr (NV > 3) acc##r##3 = hn::MulAdd(ar, b3, acc##r##3);            \
+  }
+
+// One step k = k_expr: request the next head's V row (when b carries it), load B row k, and
+// its FMAs into the accumulator set `acc`.
+#define SATTN_GEMM_STEP(acc, k_expr)                                                           \
+  {                                                                                            \
+    const size_t kk = (k_expr);                                                                \
+    const auto* HWY_RESTRICT bk = b.Row(kk);                                                   \
+    const float* HWY_RESTRICT ak = a + kk * lda; /* kRowsAdjacent only */                      \
+    (void)ak;                                                                                  \
+    if constexpr (BRows::kPrefetches) {                                                        \
+      if (b.next_values != nullptr) {                                                          \
+        const char* next = b.NextValue(kk);                                                    \
+        for (size_t byte = 0; byte < NV * N * BRows::kElementBytes; byte += 64) {              \
+          RequestIntoL2(next + byte);                                                          \
+        }                                                                                      \
+        if (const char* tail = UncoveredTail(next, NV * N * BRows::kElementBytes)) {           \
+          RequestIntoL2(tail);                                                                 \
+        }                                                                                      \
+      }                                                                                        \
+    }                                                                                          \
+    const V b0 = b.Load(d, bk, 0);                                                             \
+    const V b1 = NV > 1 ? b.Load(d, bk, N) : b0;                                               \
+    const V b2 = NV > 2 ? b.Load(d, bk, 2 * N) : b0;                                           \
+    const V b3 = NV > 3 ? b.Load(d, bk, 3 * N) : b0;                                           \
+    SATTN_GEMM_FMA_ROW(acc, 0) SATTN_GEMM_FMA_ROW(acc, 1) SATTN_GEMM_FMA_ROW(acc, 2)           \
+    SATTN_GEMM_FMA_ROW(acc, 3) SATTN_GEMM_FMA_ROW(acc, 4) SATTN_GEMM_FMA_ROW(acc, 5)           \
+    SATTN_GEMM_FMA_ROW(acc, 6) SATTN_GEMM_FMA_ROW(acc, 7)                                      \
+  }
+
+#define SATTN_GEMM_JOIN_ROW(r)                                   \
+  if constexpr (MR > r) {                                        \
+    c##r##0 = hn::Add(c##r##0, e##r##0);                         \
+    if constexpr (NV > 1) c##r##1 = hn::Add(c##r##1, e##r##1);   \
+    if constexpr (NV > 2) c##r##2 = hn::Add(c##r##2, e##r##2);   \
+    if constexpr (NV > 3) c##r##3 = hn::Add(c##r##3, e##r##3);   \
   }
 
 #define SATTN_GEMM_STORE_ROW(r)                                        \
@@ -68,15 +109,17 @@ constexpr size_t kVectorRegisters =
   }
 
 // row_scale == nullptr: C = A * B (C is only written). Otherwise C = C * row_scale[r] + A * B,
-// which is how the PV product folds in the online-softmax rescale of O for free.
+// which is how the PV product folds in the online-softmax rescale of O for free. The sum runs
+// over k in order; with KS == 2, the odd k's products are summed apart and added last.
 // B row k is b.Row(k), NV * Lanes(d) elements read through b.Load (kv_rows-inl.h: dense f32 or a
 // cache's rows converted in registers); C rows are c + r * ldc. A cache's V rows may also
 // carry the next head's rows (kv_rows-inl.h): the lines of those this call's columns cover are
 // requested into L2 as k walks, a row per k.
-template <size_t MR, size_t NV, ALayout kLayout, class D, class BRows>
+template <size_t MR, size_t NV, ALayout kLayout, size_t KS = 1, class D, class BRows>
 HWY_NOINLINE void GemmTile(D d, const float* HWY_RESTRICT a, size_t lda, BRows b, size_t k_count,
                            float* HWY_RESTRICT c, size_t ldc, const float* HWY_RESTRICT row_scale) {
   static_assert(MR >= 1 && MR <= 8 && NV >= 1 && NV <= 4, "register block out of range");
+  static_assert(KS == 1 || KS == 2, "one or two accumulator sets");
   using V = hn::Vec<D>;
   const size_t N = hn::Lanes(d);
   // clang-format off
@@ -97,29 +140,16 @@ HWY_NOINLINE void GemmTile(D d, const float* HWY_RESTRICT a, size_t lda, BRows b
   const float* a5 = a + (MR > 5 ? 5 * lda : 0);
   const float* a6 = a + (MR > 6 ? 6 * lda : 0);
   const float* a7 = a + (MR > 7 ? 7 * lda : 0);
-  for (size_t k = 0; k < k_count; ++k) {
-    const auto* HWY_RESTRICT bk = b.Row(k);
-    const float* HWY_RESTRICT ak = a + k * lda;  // kRowsAdjacent only
-    (void)ak;
-    if constexpr (BRows::kPrefetches) {
-      // The V rows of the head whose P.V comes next (kv_rows-inl.h), when b carries them.
-      if (b.next_values != nullptr) {
-        const char* next = b.NextValue(k);
-        for (size_t byte = 0; byte < NV * N * BRows::kElementBytes; byte += 64) {
-          RequestIntoL2(next + byte);
-        }
-        if (const char* tail = UncoveredTail(next, NV * N * BRows::kElementBytes)) {
-          RequestIntoL2(tail);
-        }
-      }
-    }
-    const V b0 = b.Load(d, bk, 0);
-    const V b1 = NV > 1 ? b.Load(d, bk, N) : b0;
-    const V b2 = NV > 2 ? b.Load(d, bk, 2 * N) : b0;
-    const V b3 = NV > 3 ? b.Load(d, bk, 3 * N) : b0;
+  size_t k = 0;
+  for (; k + KS <= k_count; k += KS) {
+    SATTN_GEMM_STEP(c, k)
+    if constexpr (KS == 2) SATTN_GEMM_STEP(e, k + 1)
+  }
+  if constexpr (KS == 2) {
+    if (k < k_count) SATTN_GEMM_STEP(c, k)
     // clang-format off
-    SATTN_GEMM_FMA_ROW(0) SATTN_GEMM_FMA_ROW(1) SATTN_GEMM_FMA_ROW(2) SATTN_GEMM_FMA_ROW(3)
-    SATTN_GEMM_FMA_ROW(4) SATTN_GEMM_FMA_ROW(5) SATTN_GEMM_FMA_ROW(6) SATTN_GEMM_FMA_ROW(7)
+    SATTN_GEMM_JOIN_ROW(0) SATTN_GEMM_JOIN_ROW(1) SATTN_GEMM_JOIN_ROW(2) SATTN_GEMM_JOIN_ROW(3)
+    SATTN_GEMM_JOIN_ROW(4) SATTN_GEMM_JOIN_ROW(5) SATTN_GEMM_JOIN_ROW(6) SATTN_GEMM_JOIN_ROW(7)
     // clang-format on
   }
   // clang-format off
@@ -132,6 +162,8 @@ HWY_NOINLINE void GemmTile(D d, const float* HWY_RESTRICT a, size_t lda, BRows b
 #undef SATTN_GEMM_DECLARE_ROW
 #undef SATTN_GEMM_LOAD_ROW
 #undef SATTN_GEMM_FMA_ROW
+#undef SATTN_GEMM_STEP
+#undef SATTN_GEMM_JOIN_ROW
 #undef SATTN_GEMM_STORE_ROW
 
 }  // namespace HWY_NAMESPACE
