@@ -228,24 +228,18 @@ HWY_INLINE void StoreSixteenSums(D d, V a, V b, V c, V e, float* HWY_RESTRICT ou
 #define SATTN_HAVE_SIXTEEN_SUMS 0
 #endif
 
-// Keys per DotBlock for blocks of `rows` query rows: 4 keys x 4 rows is 16 accumulators, all
-// the registers an AVX2 or SSE target has, so there GCC spilled them in the loop (76 cycles
-// per key of 4 rows from L2 on a Zen 3 host, against 32 for its 64 FMAs); 2 keys x 4 rows
-// leave room for the keys and a query vector (52 cycles).
-constexpr size_t DotKeysPerBlock(size_t rows) { return kVectorRegisters >= 32 || rows <= 2 ? 4 : 2; }
-
 #define SATTN_DOT_DECLARE(r) V a##r##0 = z, a##r##1 = z, a##r##2 = z, a##r##3 = z;
-#define SATTN_DOT_FMA(r)                                   \
-  if constexpr (RB > r) {                                  \
-    const V qv = hn::LoadU(d, q + r * ldq + i);            \
-    a##r##0 = hn::MulAdd(qv, k0, a##r##0);                 \
-    a##r##1 = hn::MulAdd(qv, k1, a##r##1);                 \
+#define SATTN_DOT_FMA(r)                                         \
+  if constexpr (RB > r) {                                        \
+    const V qv = hn::LoadU(d, q + r * ldq + i);                  \
+    a##r##0 = hn::MulAdd(qv, k0, a##r##0);                       \
+    a##r##1 = hn::MulAdd(qv, k1, a##r##1);                       \
     if constexpr (KB > 2) a##r##2 = hn::MulAdd(qv, k2, a##r##2); \
     if constexpr (KB > 2) a##r##3 = hn::MulAdd(qv, k3, a##r##3); \
   }
 
 // Scores of 4 query rows (the last 4 - RB of them padding) against keys c0..c0+KB-1 of `keys`
-// (kv_rows-inl.h; KB is 4 or 2, DotKeysPerBlock): RB x KB named accumulators along head_dim,
+// (kv_rows-inl.h; KB is 4, or 2: see DotScores): RB x KB named accumulators along head_dim,
 // then per key the four rows' sums stored at once (st rows of S^T are keys, so a key's 4 rows
 // are adjacent), or for packed scores (ldst == RB) the 4 x RB sums reduced and stored
 // together. `prefetch`: also request the rows KRows::NextKey names (kv_rows-inl.h), spread
@@ -355,14 +349,18 @@ HWY_INLINE void DotScoresByKeyBlocks(D d, const float* q, size_t ldq, size_t row
   }
 }
 
+// Blocks of 4 keys, or of 2 where more than 2 rows meet 16 registers: 4 keys x 4 rows is 16
+// accumulators, all the registers an AVX2 or SSE target has, and GCC spilled them in the loop
+// (76 cycles per key of 4 rows from L2 on a Zen 3 host, against 32 for its 64 FMAs); 2 keys x
+// 4 rows leave room for the keys and a query vector (52 cycles). Packed scores of 1 or 2 rows
+// keep 4 keys, which their stores need.
 template <class D, class KRows>
 HWY_INLINE void DotScores(D d, const float* q, size_t ldq, size_t rows, const KRows& keys,
                           size_t nb_pad, size_t dim_pad, float* st, size_t ldst) {
-  if (DotKeysPerBlock(rows) == 4) {
-    DotScoresByKeyBlocks<4>(d, q, ldq, rows, keys, nb_pad, dim_pad, st, ldst);
-  } else {
-    DotScoresByKeyBlocks<DotKeysPerBlock(4)>(d, q, ldq, rows, keys, nb_pad, dim_pad, st, ldst);
+  if constexpr (kVectorRegisters < 32) {
+    if (rows > 2) return DotScoresByKeyBlocks<2>(d, q, ldq, rows, keys, nb_pad, dim_pad, st, ldst);
   }
+  DotScoresByKeyBlocks<4>(d, q, ldq, rows, keys, nb_pad, dim_pad, st, ldst);
 }
 
 // Adds the caller's additive mask (times log2 e) to the raw products of rows [r0, r1) and
@@ -433,10 +431,11 @@ HWY_INLINE void AccumulatePVRows(D d, size_t dim_v_pad, const float* pt, size_t 
     const size_t left = vectors - j;
     // A last block of one vector would have only MR chains: two blocks of 2 and kNv - 1 instead.
     const size_t nv = left % kNv == 1 && left > kNv ? 2 : std::min(kNv, left);
-    if (kNv >= 4 && nv == 4) {
-      PVColumnBlock<MR, (kNv >= 4 ? 4 : 1)>(d, j, dim_v_pad, pt, ldpt, values, nb, o, alpha);
-    } else if (kNv >= 3 && nv == 3) {
-      PVColumnBlock<MR, (kNv >= 3 ? 3 : 1)>(d, j, dim_v_pad, pt, ldpt, values, nb, o, alpha);
+    // Widths above kNv never occur; they are not instantiated.
+    if (nv == 4) {
+      if constexpr (kNv >= 4) PVColumnBlock<MR, 4>(d, j, dim_v_pad, pt, ldpt, values, nb, o, alpha);
+    } else if (nv == 3) {
+      if constexpr (kNv >= 3) PVColumnBlock<MR, 3>(d, j, dim_v_pad, pt, ldpt, values, nb, o, alpha);
     } else if (nv == 2) {
       PVColumnBlock<MR, 2>(d, j, dim_v_pad, pt, ldpt, values, nb, o, alpha);
     } else {

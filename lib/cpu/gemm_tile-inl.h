@@ -41,7 +41,7 @@ constexpr size_t kVectorRegisters =
     16;
 #endif
 
-#define SATTN_GEMM_DECLARE_ROW(r)                                                             \
+#define SATTN_GEMM_DECLARE_ROW(r)                                                               \
   V c##r##0 = hn::Zero(d), c##r##1 = hn::Zero(d), c##r##2 = hn::Zero(d), c##r##3 = hn::Zero(d); \
   V e##r##0 = hn::Zero(d), e##r##1 = hn::Zero(d), e##r##2 = hn::Zero(d), e##r##3 = hn::Zero(d);
 
@@ -55,49 +55,50 @@ constexpr size_t kVectorRegisters =
   }
 
 // Row r's FMAs for step kk into the accumulator set `acc` (c, or e for odd k under KS == 2).
-#define SATTN_GEMM_FMA_ROW(acc, r)                                              \
-  if constexpr (MR > r) {                                                       \
+#define SATTN_GEMM_FMA_ROW(acc, r)                                               \
+  if constexpr (MR > r) {                                                        \
     const V ar = hn::Set(d, kLayout == ALayout::kRowsAlongK ? a##r[kk] : ak[r]); \
-    acc##r##0 = hn::MulAdd(ar, b0, acc##r##0);                                  \
-    if constexpr (NV > 1) acc##r##1 = hn::MulAdd(ar, b1, acc##r##1);            \
-    if constexpr (NV > 2) acc##r##2 = hn::MulAdd(ar, b2, acc##r##2);            \
-    if constexpr (NV > 3) acc##r##3 = hn::MulAdd(ar, b3, acc##r##3);            \
+    acc##r##0 = hn::MulAdd(ar, b0, acc##r##0);                                   \
+    if constexpr (NV > 1) acc##r##1 = hn::MulAdd(ar, b1, acc##r##1);             \
+    if constexpr (NV > 2) acc##r##2 = hn::MulAdd(ar, b2, acc##r##2);             \
+    if constexpr (NV > 3) acc##r##3 = hn::MulAdd(ar, b3, acc##r##3);             \
   }
 
 // One step k = k_expr: request the next head's V row (when b carries it), load B row k, and
 // its FMAs into the accumulator set `acc`.
-#define SATTN_GEMM_STEP(acc, k_expr)                                                           \
-  {                                                                                            \
-    const size_t kk = (k_expr);                                                                \
-    const auto* HWY_RESTRICT bk = b.Row(kk);                                                   \
-    const float* HWY_RESTRICT ak = a + kk * lda; /* kRowsAdjacent only */                      \
-    (void)ak;                                                                                  \
-    if constexpr (BRows::kPrefetches) {                                                        \
-      if (b.next_values != nullptr) {                                                          \
-        const char* next = b.NextValue(kk);                                                    \
-        for (size_t byte = 0; byte < NV * N * BRows::kElementBytes; byte += 64) {              \
-          RequestIntoL2(next + byte);                                                          \
-        }                                                                                      \
-        if (const char* tail = UncoveredTail(next, NV * N * BRows::kElementBytes)) {           \
-          RequestIntoL2(tail);                                                                 \
-        }                                                                                      \
-      }                                                                                        \
-    }                                                                                          \
-    const V b0 = b.Load(d, bk, 0);                                                             \
-    const V b1 = NV > 1 ? b.Load(d, bk, N) : b0;                                               \
-    const V b2 = NV > 2 ? b.Load(d, bk, 2 * N) : b0;                                           \
-    const V b3 = NV > 3 ? b.Load(d, bk, 3 * N) : b0;                                           \
-    SATTN_GEMM_FMA_ROW(acc, 0) SATTN_GEMM_FMA_ROW(acc, 1) SATTN_GEMM_FMA_ROW(acc, 2)           \
-    SATTN_GEMM_FMA_ROW(acc, 3) SATTN_GEMM_FMA_ROW(acc, 4) SATTN_GEMM_FMA_ROW(acc, 5)           \
-    SATTN_GEMM_FMA_ROW(acc, 6) SATTN_GEMM_FMA_ROW(acc, 7)                                      \
+#define SATTN_GEMM_STEP(acc, k_expr)                                                     \
+  {                                                                                      \
+    const size_t kk = (k_expr);                                                          \
+    const auto* HWY_RESTRICT bk = b.Row(kk);                                             \
+    const float* HWY_RESTRICT ak = a + kk * lda; /* kRowsAdjacent only */                \
+    (void)ak;                                                                            \
+    if constexpr (BRows::kPrefetches) {                                                  \
+      if (b.next_values != nullptr) {                                                    \
+        const char* next = b.NextValue(kk);                                              \
+        for (size_t byte = 0; byte < NV * N * BRows::kElementBytes; byte += 64) {        \
+          RequestIntoL2(next + byte);                                                    \
+        }                                                                                \
+        if (const char* tail = UncoveredTail(next, NV * N * BRows::kElementBytes)) {     \
+          RequestIntoL2(tail);                                                           \
+        }                                                                                \
+      }                                                                                  \
+    }                                                                                    \
+    const V b0 = b.Load(d, bk, 0);                                                       \
+    const V b1 = NV > 1 ? b.Load(d, bk, N) : b0;                                         \
+    const V b2 = NV > 2 ? b.Load(d, bk, 2 * N) : b0;                                     \
+    const V b3 = NV > 3 ? b.Load(d, bk, 3 * N) : b0;                                     \
+    SATTN_GEMM_FMA_ROW(acc, 0)                                                           \
+    SATTN_GEMM_FMA_ROW(acc, 1) SATTN_GEMM_FMA_ROW(acc, 2) SATTN_GEMM_FMA_ROW(acc, 3)     \
+        SATTN_GEMM_FMA_ROW(acc, 4) SATTN_GEMM_FMA_ROW(acc, 5) SATTN_GEMM_FMA_ROW(acc, 6) \
+            SATTN_GEMM_FMA_ROW(acc, 7)                                                   \
   }
 
-#define SATTN_GEMM_JOIN_ROW(r)                                   \
-  if constexpr (MR > r) {                                        \
-    c##r##0 = hn::Add(c##r##0, e##r##0);                         \
-    if constexpr (NV > 1) c##r##1 = hn::Add(c##r##1, e##r##1);   \
-    if constexpr (NV > 2) c##r##2 = hn::Add(c##r##2, e##r##2);   \
-    if constexpr (NV > 3) c##r##3 = hn::Add(c##r##3, e##r##3);   \
+#define SATTN_GEMM_JOIN_ROW(r)                                 \
+  if constexpr (MR > r) {                                      \
+    c##r##0 = hn::Add(c##r##0, e##r##0);                       \
+    if constexpr (NV > 1) c##r##1 = hn::Add(c##r##1, e##r##1); \
+    if constexpr (NV > 2) c##r##2 = hn::Add(c##r##2, e##r##2); \
+    if constexpr (NV > 3) c##r##3 = hn::Add(c##r##3, e##r##3); \
   }
 
 #define SATTN_GEMM_STORE_ROW(r)                                        \
