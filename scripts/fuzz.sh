@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets (tests/fuzz) with clang-14, AddressSanitizer and
 # UndefinedBehaviorSanitizer into ${FUZZ_BUILD_DIR:-build-fuzz}, then runs each for SECONDS
-# (default 60) from its committed seed corpus, printing executions and findings per target.
+# (default 60) from its committed seed corpus, JOBS (default 2) at a time, printing executions
+# and findings per target.
 # A finding stops the script with the crashing input saved beside the build.
 #
 # Usage: scripts/fuzz.sh [SECONDS] [TARGET...]   (targets: fuzz_attention fuzz_merge_states
@@ -29,23 +30,37 @@ cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clan
 cmake --build "$build" -j"${JOBS:-2}" --target "${targets[@]}"
 echo "fuzz.sh: built in $((SECONDS - start)) s"
 
-for target in "${targets[@]}"; do
-  # New inputs go to a working corpus in the build tree; the committed seeds stay small.
-  work=$build/corpus/$target
-  log=$build/$target.log
-  seeds=tests/fuzz/corpus/$target  # committed: libFuzzer -merge=1 of a 10-minute run's corpus
+# One fuzzer per core at a time (JOBS, default 2): each is one process, mostly single-threaded,
+# so two side by side each still get their SECONDS of a core.
+fuzz_one() {  # target; its log holds libFuzzer's output
+  local target=$1 work=$build/corpus/$1 seeds=tests/fuzz/corpus/$1 seed_flag=()
+  # New inputs go to a working corpus in the build tree; the committed seeds stay small
+  # (libFuzzer -merge=1 of a 10-minute run's corpus).
   mkdir -p "$work" "$seeds"
-  seed_flag=()
   [[ -n ${FUZZ_SEED:-} ]] && seed_flag=(-seed="$FUZZ_SEED")
-  if ! "$build/tests/fuzz/$target" "${seed_flag[@]}" -max_total_time="$seconds" -timeout=30 \
-      -rss_limit_mb=4096 \
-      -max_len=2048 -print_final_stats=1 -artifact_prefix="$build/$target-" \
-      "$work" "$seeds" >"$log" 2>&1; then
+  "$build/tests/fuzz/$target" "${seed_flag[@]}" -max_total_time="$seconds" -timeout=30 \
+    -rss_limit_mb=4096 -max_len=2048 -print_final_stats=1 -artifact_prefix="$build/$target-" \
+    "$work" "$seeds" >"$build/$target.log" 2>&1
+}
+report() {  # target exit_status
+  local target=$1 log=$build/$1.log execs
+  if [[ $2 -ne 0 ]]; then
     tail -n 80 "$log"
     echo "fuzz.sh: $target: FINDING (input saved as $build/$target-*)" >&2
     exit 1
   fi
   execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log")
   echo "fuzz.sh: $target: $execs executions in $seconds s, 0 findings," \
-    "corpus $(find "$work" -type f | wc -l) inputs"
+    "corpus $(find "$build/corpus/$target" -type f | wc -l) inputs"
+}
+jobs=${JOBS:-2}
+for ((i = 0; i < ${#targets[@]}; i += jobs)); do
+  batch=("${targets[@]:i:jobs}")
+  pids=()
+  for target in "${batch[@]}"; do fuzz_one "$target" & pids+=($!); done
+  for j in "${!batch[@]}"; do
+    status=0
+    wait "${pids[j]}" || status=$?
+    report "${batch[j]}" "$status"
+  done
 done
