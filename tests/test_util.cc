@@ -19,6 +19,20 @@ float FromBits(uint32_t u) {
 constexpr uint8_t kCanary = 0xA5;
 constexpr int64_t kCanaryBytes = 64;
 
+// The definition, evaluated once per value into FromF16's table.
+float FromF16ByDefinition(uint16_t h) {
+  const int e = (h >> 10) & 0x1F, m = h & 0x3FF;
+  double v;
+  if (e == 0) {
+    v = std::ldexp(static_cast<double>(m), -24);
+  } else if (e == 31) {
+    v = m ? std::numeric_limits<double>::quiet_NaN() : std::numeric_limits<double>::infinity();
+  } else {
+    v = std::ldexp(1024.0 + m, e - 25);
+  }
+  return static_cast<float>((h & 0x8000) ? -v : v);
+}
+
 }  // namespace
 
 // Written from the IEEE definitions by repeated scaling, unlike the library's bit tricks.
@@ -27,8 +41,8 @@ uint16_t ToF16(float f) {
   const uint16_t sign = std::signbit(f) ? 0x8000 : 0;
   double a = std::fabs(static_cast<double>(f));
   if (a >= 65520.0) return sign | 0x7C00;
-  if (a < std::ldexp(1.0, -14)) {  // subnormal: multiples of 2^-24
-    const double q = std::nearbyint(a * std::ldexp(1.0, 24));
+  if (a < 0x1p-14) {  // subnormal: multiples of 2^-24
+    const double q = std::nearbyint(a * 0x1p24);
     return sign | static_cast<uint16_t>(q);
   }
   int e;
@@ -43,16 +57,12 @@ uint16_t ToF16(float f) {
 }
 
 float FromF16(uint16_t h) {
-  const int e = (h >> 10) & 0x1F, m = h & 0x3FF;
-  double v;
-  if (e == 0) {
-    v = std::ldexp(static_cast<double>(m), -24);
-  } else if (e == 31) {
-    v = m ? std::numeric_limits<double>::quiet_NaN() : std::numeric_limits<double>::infinity();
-  } else {
-    v = std::ldexp(1024.0 + m, e - 25);
-  }
-  return static_cast<float>((h & 0x8000) ? -v : v);
+  static const std::vector<float> table = [] {
+    std::vector<float> t(65536);
+    for (uint32_t i = 0; i < t.size(); ++i) t[i] = FromF16ByDefinition(static_cast<uint16_t>(i));
+    return t;
+  }();
+  return table[h];
 }
 
 uint16_t ToBF16(float f) {
@@ -141,8 +151,27 @@ int64_t HostTensor::ElementOffset(const std::vector<int64_t>& index) const {
   return base_offset_ + offset * element_size_;
 }
 
-double HostTensor::Get(const std::vector<int64_t>& index) const {
-  const uint8_t* p = storage_.data() + ElementOffset(index);
+template <typename F>
+void HostTensor::ForEachElementOffset(F&& f) const {
+  const int rank = static_cast<int>(shape_.size());
+  if (NumElements() == 0) return;
+  std::vector<int64_t> index(rank, 0);
+  int64_t offset = base_offset_;
+  for (;;) {
+    f(offset);
+    int d = rank - 1;
+    for (; d >= 0; --d) {
+      offset += strides_[d] * element_size_;
+      if (++index[d] < shape_[d]) break;
+      offset -= shape_[d] * strides_[d] * element_size_;
+      index[d] = 0;
+    }
+    if (d < 0) return;
+  }
+}
+
+double HostTensor::GetAt(int64_t byte_offset) const {
+  const uint8_t* p = storage_.data() + byte_offset;
   if (dtype_ == SATTN_DTYPE_I32) {
     int32_t i;
     std::memcpy(&i, p, 4);
@@ -158,8 +187,8 @@ double HostTensor::Get(const std::vector<int64_t>& index) const {
   return dtype_ == SATTN_DTYPE_F16 ? FromF16(h) : FromBF16(h);
 }
 
-void HostTensor::Set(const std::vector<int64_t>& index, double value) {
-  uint8_t* p = storage_.data() + ElementOffset(index);
+void HostTensor::SetAt(int64_t byte_offset, double value) {
+  uint8_t* p = storage_.data() + byte_offset;
   if (dtype_ == SATTN_DTYPE_I32) {
     const int32_t i = static_cast<int32_t>(value);
     std::memcpy(p, &i, 4);
@@ -174,22 +203,33 @@ void HostTensor::Set(const std::vector<int64_t>& index, double value) {
   std::memcpy(p, &h, 2);
 }
 
+double HostTensor::Get(const std::vector<int64_t>& index) const {
+  return GetAt(ElementOffset(index));
+}
+
+void HostTensor::Set(const std::vector<int64_t>& index, double value) {
+  SetAt(ElementOffset(index), value);
+}
+
 Array HostTensor::ToArray() const {
   Array a(shape_);
   int64_t n = 0;
-  ForEachIndex(shape_, [&](const std::vector<int64_t>& index) { a.data[n++] = Get(index); });
+  ForEachElementOffset([&](int64_t offset) { a.data[n++] = GetAt(offset); });
   return a;
 }
 
 void HostTensor::FromArray(const Array& a) {
   if (a.shape != shape_) throw std::invalid_argument("HostTensor::FromArray: shape mismatch");
   int64_t n = 0;
-  ForEachIndex(shape_, [&](const std::vector<int64_t>& index) { Set(index, a.data[n++]); });
+  ForEachElementOffset([&](int64_t offset) { SetAt(offset, a.data[n++]); });
 }
 
 void HostTensor::FillUniform(std::mt19937_64& rng, double lo, double hi) {
-  std::uniform_real_distribution<double> dist(lo, hi);
-  ForEachIndex(shape_, [&](const std::vector<int64_t>& index) { Set(index, dist(rng)); });
+  // 53 random bits per value: std::uniform_real_distribution's generate_canonical spends most
+  // of the larger tests' set-up in long double arithmetic, for the same values up to rounding.
+  ForEachElementOffset([&](int64_t offset) {
+    SetAt(offset, lo + (hi - lo) * (static_cast<double>(rng() >> 11) * 0x1.0p-53));
+  });
 }
 
 void HostTensor::FillBytes(uint8_t byte) { std::fill(storage_.begin(), storage_.end(), byte); }

@@ -68,6 +68,12 @@ class HostTensor {
 
  private:
   int64_t ElementOffset(const std::vector<int64_t>& index) const;
+  // f(byte offset) for every element, in row-major logical order (offsets kept by an odometer,
+  // not recomputed per element: the whole-tensor loops of the suite's larger cases).
+  template <typename F>
+  void ForEachElementOffset(F&& f) const;
+  double GetAt(int64_t byte_offset) const;
+  void SetAt(int64_t byte_offset, double value);
 
   sattn_dtype dtype_ = SATTN_DTYPE_F32;
   std::vector<int64_t> shape_;
