@@ -39,6 +39,12 @@ struct DecodeShape {
   int64_t ElementSize() const { return kv_dtype == SATTN_DTYPE_F32 ? 4 : 2; }
   int64_t KvBytes() const { return 2 * batch * cache * heads_kv * head_dim * ElementSize(); }
   int64_t PageBytes() const { return page_size * heads_kv * head_dim * ElementSize(); }  // K or V
+  // Flops per byte of K and V: each key of a kv head (2 x head_dim elements) meets its
+  // heads_q / heads_kv query rows in a dot product and in P.V, an FMA (2 flops) per element
+  // and row. f16 h32/8: 4 flops per byte; f16 h8/8: 1.
+  double FlopsPerByte() const {
+    return 2.0 * static_cast<double>(heads_q / heads_kv) / static_cast<double>(ElementSize());
+  }
 };
 
 std::vector<DecodeShape> Shapes(bool quick) {
@@ -218,13 +224,22 @@ Row MeasureShape(sattn_context* ctx, int threads, const DecodeShape& s, const Be
   return row;
 }
 
-// The row against the machine's read bandwidth.
-void SetBandwidthFields(Row& row, const DecodeShape& s, double gbps, double bandwidth) {
+// The row against the machine's read bandwidth, and against the roofline: the lower of that
+// bandwidth and the rate the FMA peak allows at this shape's flops per byte. On a 2-vCPU VM
+// the FMA chains on 2 threads were seen to run twice as fast as on 1 in one hour and no faster
+// in another (the vCPUs then shared one core's vector unit): at such times grouped-query f16
+// decoding is bound by the FMAs before memory, and only a limit measured in the run shows it.
+void SetBandwidthFields(Row& row, const DecodeShape& s, double gbps, double bandwidth,
+                        double fma_gflops) {
+  const double compute_gbps = fma_gflops / s.FlopsPerByte();
   row.Set("bandwidth_fraction", gbps / bandwidth)
       .Set("read_bandwidth_gbps", bandwidth)
       .Set("baseline", "measured read bandwidth (multi-threaded sum over 1 GiB)")
       .Set("baseline_median_ms", static_cast<double>(s.KvBytes()) / (bandwidth * 1e6))
-      .Set("ratio", gbps / bandwidth);
+      .Set("ratio", gbps / bandwidth)
+      .Set("fma_peak_gflops", fma_gflops)
+      .Set("compute_limit_gbps", compute_gbps)
+      .Set("roofline_fraction", gbps / std::min(bandwidth, compute_gbps));
 }
 
 }  // namespace
@@ -236,6 +251,7 @@ std::vector<Row> BenchDecode(const BenchOptions& options) {
   // compared with the larger: on a shared machine a dip while measuring it once would
   // flatter every row (fractions above 1 were seen).
   const double bandwidth_before = MeasureReadBandwidthGbps(threads);
+  const double fma_before = MeasureFmaPeakGflops(threads);
   std::vector<Row> rows;
   struct Timed {
     DecodeShape shape;
@@ -251,8 +267,16 @@ std::vector<Row> BenchDecode(const BenchOptions& options) {
                  gbps, bandwidth_before);
   }
   const double bandwidth = std::max(bandwidth_before, MeasureReadBandwidthGbps(threads));
+  const double fma_gflops = std::max(fma_before, MeasureFmaPeakGflops(threads));
   for (size_t i = 0; i < rows.size(); ++i) {
-    SetBandwidthFields(rows[i], timed[i].shape, timed[i].gbps, bandwidth);
+    const DecodeShape& s = timed[i].shape;
+    SetBandwidthFields(rows[i], s, timed[i].gbps, bandwidth, fma_gflops);
+    std::fprintf(stderr,
+                 "decode %s: %.1f GB/s; read bandwidth %.1f, FMA peak %.0f GFLOP/s (%.1f GB/s at "
+                 "%.0f flops per byte): %.3f of the roofline\n",
+                 s.Name().c_str(), timed[i].gbps, bandwidth, fma_gflops,
+                 fma_gflops / s.FlopsPerByte(), s.FlopsPerByte(),
+                 timed[i].gbps / std::min(bandwidth, fma_gflops / s.FlopsPerByte()));
   }
   return rows;
 }
