@@ -229,9 +229,16 @@ Row MeasureShape(sattn_context* ctx, int threads, const DecodeShape& s, const Be
 // the FMA chains on 2 threads were seen to run twice as fast as on 1 in one hour and no faster
 // in another (the vCPUs then shared one core's vector unit): at such times grouped-query f16
 // decoding is bound by the FMAs before memory, and only a limit measured in the run shows it.
-void SetBandwidthFields(Row& row, const DecodeShape& s, double gbps, double bandwidth,
-                        double fma_gflops) {
+// Sets the row's fields and prints the roofline line.
+void SetLimitFields(Row& row, const DecodeShape& s, double gbps, double bandwidth,
+                    double fma_gflops) {
   const double compute_gbps = fma_gflops / s.FlopsPerByte();
+  const double roofline_fraction = gbps / std::min(bandwidth, compute_gbps);
+  std::fprintf(stderr,
+               "decode %s: %.1f GB/s; read bandwidth %.1f, FMA peak %.0f GFLOP/s (%.1f GB/s at "
+               "%.0f flops per byte): %.3f of the roofline\n",
+               s.Name().c_str(), gbps, bandwidth, fma_gflops, compute_gbps, s.FlopsPerByte(),
+               roofline_fraction);
   row.Set("bandwidth_fraction", gbps / bandwidth)
       .Set("read_bandwidth_gbps", bandwidth)
       .Set("baseline", "measured read bandwidth (multi-threaded sum over 1 GiB)")
@@ -239,7 +246,7 @@ void SetBandwidthFields(Row& row, const DecodeShape& s, double gbps, double band
       .Set("ratio", gbps / bandwidth)
       .Set("fma_peak_gflops", fma_gflops)
       .Set("compute_limit_gbps", compute_gbps)
-      .Set("roofline_fraction", gbps / std::min(bandwidth, compute_gbps));
+      .Set("roofline_fraction", roofline_fraction);
 }
 
 }  // namespace
@@ -269,14 +276,7 @@ std::vector<Row> BenchDecode(const BenchOptions& options) {
   const double bandwidth = std::max(bandwidth_before, MeasureReadBandwidthGbps(threads));
   const double fma_gflops = std::max(fma_before, MeasureFmaPeakGflops(threads));
   for (size_t i = 0; i < rows.size(); ++i) {
-    const DecodeShape& s = timed[i].shape;
-    SetBandwidthFields(rows[i], s, timed[i].gbps, bandwidth, fma_gflops);
-    std::fprintf(stderr,
-                 "decode %s: %.1f GB/s; read bandwidth %.1f, FMA peak %.0f GFLOP/s (%.1f GB/s at "
-                 "%.0f flops per byte): %.3f of the roofline\n",
-                 s.Name().c_str(), timed[i].gbps, bandwidth, fma_gflops,
-                 fma_gflops / s.FlopsPerByte(), s.FlopsPerByte(),
-                 timed[i].gbps / std::min(bandwidth, fma_gflops / s.FlopsPerByte()));
+    SetLimitFields(rows[i], timed[i].shape, timed[i].gbps, bandwidth, fma_gflops);
   }
   return rows;
 }
