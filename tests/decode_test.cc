@@ -35,8 +35,10 @@ TEST_P(DecodeTest, CacheLengthsAndGroupSizes) {
                                               : std::vector<int64_t>{1, 5, 511, 512, 513, 4097};
   for (int64_t seq_k : caches) {
     // One, two, four and eight query rows per kv head: each has its own reduction of the
-    // scores into packed form (DotBlock).
-    for (auto [hq, hkv] : {std::pair<int64_t, int64_t>{8, 8}, {4, 2}, {8, 2}, {16, 2}, {8, 1}}) {
+    // scores into packed form (DotBlock). Three kv heads: packed scores go key block by key
+    // block across the heads, whatever their number.
+    for (auto [hq, hkv] :
+         {std::pair<int64_t, int64_t>{8, 8}, {4, 2}, {8, 2}, {16, 2}, {8, 1}, {12, 3}}) {
       for (int64_t seq_q : {1, 3}) {
         if (seq_q > seq_k) continue;
         ExpectMatchesOracle(ctx.get(), Decode(seq_q, seq_k, hq, hkv));

@@ -68,7 +68,7 @@ struct FlashConfig {
   // In-place tiles pack their scores densely, key after key (OnlineSoftmaxPacked): the rows
   // per head divide the lanes, both powers of two, and there is no ALiBi.
   bool packed_scores;
-  size_t packed_st_stride;  // packed scores: where the second of the two S buffers starts
+  size_t packed_st_stride;  // packed scores: floats from one head's S buffer to the next's
   // Offsets into the worker's scratch, in floats: the tile's K and V (per head), S^T and the
   // per-row arrays shared by the heads, then one block of state per head.
   size_t kc, vc, st, alpha, lo_rel, hi_rel, diag_rel, tmp, lo, hi, flags;
@@ -125,11 +125,12 @@ FlashConfig MakeFlashConfig(D d, const AttentionArgs& a) {
   const size_t tile_heads = static_cast<size_t>(c.heads);
   c.kc = take(tile_heads * c.keys_per_tile * c.dim_pad);
   c.vc = take(tile_heads * c.keys_per_tile * c.dim_v_pad);
-  // Packed scores use two buffers (AdvanceHeadsOverCacheTile), each keys_per_tile * rows
-  // floats (rows <= lanes / 2) rounded up to whole vectors: both fit in S^T's own size plus
-  // two vectors. Likewise two sets of alpha.
+  // Packed scores keep one buffer per head (AdvanceHeadsOverCacheTile scores every head before
+  // the first softmax), each keys_per_tile * rows floats (rows <= lanes / 2) rounded up to
+  // whole vectors; other tiles use S^T's own size. Two sets of alpha alternate between heads.
   c.packed_st_stride = RoundUp(c.keys_per_tile * rows, c.lanes);
-  c.st = take(c.keys_per_tile * c.rows_pad + 2 * c.lanes);
+  c.st = take(std::max(c.keys_per_tile * c.rows_pad + 2 * c.lanes,
+                       c.packed_scores ? tile_heads * c.packed_st_stride : 0));
   c.alpha = take(2 * c.rows_pad);
   c.lo_rel = take(c.rows_pad);
   c.hi_rel = take(c.rows_pad);

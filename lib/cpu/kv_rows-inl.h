@@ -69,7 +69,9 @@ HWY_INLINE const char* UncoveredTail(const char* row, size_t bytes) {
 // second request a tile ahead, measured no faster). The caller chooses them:
 //  - K rows carry the K rows of the head whose scores come next (NextKey): DotBlock requests
 //    their lines a few per step as the scores walk a row, rather than in a burst that would
-//    fill the core's miss buffers and stall the arithmetic.
+//    fill the core's miss buffers and stall the arithmetic. Packed decoding scores a block of
+//    keys for every head before the next block (ScorePackedHeads): its K rows carry the same
+//    head's rows of the next block instead.
 //  - V rows carry the V rows of the head whose P.V comes next (NextValue): GemmTile requests
 //    them as the P.V walks its rows, so that requests go out through the P.V as well as the
 //    scores (3-11% faster from memory, f32 included, than requesting V during the scores,
