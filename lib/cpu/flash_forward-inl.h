@@ -307,9 +307,10 @@ HWY_NOINLINE void AdvanceHeadsOverCacheTile(D d, const AttentionArgs& a, const F
                                             float* HWY_RESTRICT scratch) {
   const size_t heads = static_cast<size_t>(cfg.heads), kpt = cfg.keys_per_tile;
   // One pointer per key, at the item's first kv head; each head adds its offset. Padding keys
-  // (to nb_pad) reuse the tile's first row: their scores are computed but never read. Keys
-  // past key_end have no next tile: the prefetch then requests this tile's first row again.
-  // The next tile's rows follow this tile's (ScorePackedHeads reads on past the last key).
+  // (to nb_pad) reuse the tile's first row: their scores are computed but never read; so do
+  // the entries past them, which only the prefetch reads. Keys past key_end have no next tile:
+  // the prefetch then requests this tile's first row again. The next tile's K rows follow this
+  // tile's, so ScorePackedHeads' last block requests the next tile's first.
   const T** key_rows = reinterpret_cast<const T**>(scratch + cfg.cache_rows);
   const T** next_key_rows = key_rows + kpt;  // the next tile's, for the last head's prefetch
   const T** value_rows = next_key_rows + kpt;
