@@ -68,6 +68,28 @@ TEST_P(DecodeTest, EveryDTypeAndOption) {
   }
 }
 
+// Runs of whole tiles stream with the next tile's scores beside this tile's P.V, step by step
+// of 4 keys across the heads (flash_decode_tiles-inl.h): the register blocks of 1, 2 and 4 rows
+// per kv head and the general path (head dims that are no whole number of 4-vector blocks;
+// targets with 16 registers), kv head counts that do not divide a step's rows, runs of one tile
+// and of many with an edge tile after them, the options that reach the streamed path (softcap,
+// sinks), and 8 rows per kv head beside them (tile by tile).
+TEST_P(DecodeTest, StreamedTileRuns) {
+  ScopedContext ctx;
+  for (int64_t dim : {64, 96, 128}) {
+    for (auto [hq, hkv] : {std::pair<int64_t, int64_t>{3, 3}, {6, 3}, {12, 3}, {8, 1}, {40, 5}}) {
+      for (int64_t seq_k : {Small() ? int64_t{300} : int64_t{1000}, int64_t{130}}) {
+        AttentionCase c = Decode(1, seq_k, hq, hkv);
+        c.head_dim = dim, c.batch = 1;
+        c.kv_dtype = dim == 96 ? SATTN_DTYPE_BF16 : dim == 64 ? SATTN_DTYPE_F32 : SATTN_DTYPE_F16;
+        ExpectMatchesOracle(ctx.get(), c);
+        c.softcap = 20.0f, c.sinks = true, c.head_dim_v = dim == 128 ? 64 : dim;
+        ExpectMatchesOracle(ctx.get(), c);
+      }
+    }
+  }
+}
+
 // A window leaves most split-KV chunks with nothing to see; they must merge as the identity.
 TEST_P(DecodeTest, WindowsThatLeaveChunksEmpty) {
   ScopedContext ctx;

@@ -10,7 +10,9 @@
 // head cannot amortise a store and reload of each K/V element, so the products read the cache
 // in place and convert in registers (kv_rows-inl.h); edge tiles still convert. There, the
 // scores of few rows per head (packed) read the tile key block by key block across the heads,
-// and each head's P.V runs after the next head's softmax (software pipelining over heads).
+// and each head's P.V runs after the next head's softmax (software pipelining over heads);
+// runs of such tiles, where the target has the registers, stream instead: the next tile's
+// scores beside this tile's P.V, 4 keys at a time (flash_decode_tiles-inl.h).
 // Tiles no row can see are never touched; tiles every row sees skip the visibility test.
 // The result is a state (m, l, O) per row: finished (sink, O / l, lse) when the chunk is all of
 // the keys, else kept as a partial result for the split-KV merge (flash_forward.cc).
@@ -34,6 +36,7 @@
 #include "core/attention_args.h"
 #include "core/online_state.h"
 #include "cpu/convert-inl.h"
+#include "cpu/flash_decode_tiles-inl.h"
 #include "cpu/flash_softmax-inl.h"
 #include "cpu/flash_tile-inl.h"
 #include "cpu/kv_rows-inl.h"
@@ -144,63 +147,6 @@ HWY_INLINE void PackQueries(D d, const AttentionArgs& a, const FlashConfig& cfg,
     LoadRowAsF32(d, a.q.dtype, a.q.At(item.b, pos, h, 0), a.q.stride(3), cfg.dim, tmp);
     for (size_t i = 0; i < cfg.dim; ++i) column[i * step] = tmp[i] * q_scale;
     for (size_t i = cfg.dim; i < cfg.dim_pad && cfg.dot_scores; ++i) column[i] = 0.0f;
-  }
-}
-
-// Decoding's few rows per head (cfg.packed_scores), one tile read in place: every head's
-// scores, packed key after key into its own buffer (head h's at st + h * packed_st_stride).
-// The keys go in blocks of kScoreBlockKeys, each block's rows of every head before the next
-// block's: the reads sweep the tile's K nearly in address order instead of one head's rows at
-// a stride of all the heads (head after head). Each block requests the next block's rows
-// (kv_rows-inl.h; the last block's, the next tile's first), a line per line read. key_rows
-// holds the tile's keys and then the next tile's, kpt + kpt pointers.
-//
-// Alternated call by call with head after head on a Sapphire Rapids host (2 threads, from
-// memory; time ratio, below 1 faster): 16 kv heads of head_dim 64 in f16 0.71, in f32 0.93;
-// 32 kv heads of head_dim 128 0.91; head_dim 64 over 8 kv heads 0.95-0.97; 4 kv heads 0.95;
-// head_dim 128 over 8 kv heads 0.997-1.014 (the same). The more heads share a key and the
-// shorter their rows, the more the head-after-head order loses. Blocks of 4 keys measured
-// 1.02 at head_dim 128 over 8 heads, of 16 keys the same as 8.
-constexpr size_t kScoreBlockKeys = 8;
-
-template <class D, typename T>
-HWY_INLINE void ScorePackedHeads(D d, const AttentionArgs& a, const FlashConfig& cfg, size_t rows,
-                                 size_t nb_pad, const T* const* key_rows, float* scratch,
-                                 float* HWY_RESTRICT st) {
-  static_assert(kKeysPerTile % kScoreBlockKeys == 0, "tiles hold whole blocks");
-  for (size_t c = 0; c < nb_pad; c += kScoreBlockKeys) {
-    const size_t keys = std::min(kScoreBlockKeys, nb_pad - c);  // a multiple of 4
-    for (int64_t h = 0; h < cfg.heads; ++h) {
-      const ptrdiff_t offset = static_cast<ptrdiff_t>(h * a.k.stride(2));
-      const CacheRows<T> block{key_rows + c, offset, key_rows + c + kScoreBlockKeys, nullptr,
-                               offset};
-      DotScores(d, cfg.Head(scratch, h) + cfg.head_q, cfg.dim_pad, rows, block, keys, cfg.dim_pad,
-                st + static_cast<size_t>(h) * cfg.packed_st_stride + c * rows, rows);
-    }
-  }
-}
-
-// One head's online softmax over its packed scores (ScorePackedHeads), leaving P in st and the
-// rows' rescale factors in alpha for AccumulatePackedPV.
-template <class D>
-HWY_INLINE void SoftmaxPackedHead(D d, const AttentionArgs& a, const FlashConfig& cfg, size_t rows,
-                                  size_t nb, float* head, float* HWY_RESTRICT st,
-                                  float* HWY_RESTRICT alpha) {
-  const size_t N = hn::Lanes(d);
-  if (a.softcap > 0.0f) ApplySoftcap(d, a.softcap * kLog2e, st, N, (nb * rows + N - 1) / N, N);
-  OnlineSoftmaxPacked(d, st, nb, rows, head + cfg.head_m, head + cfg.head_l, alpha);
-}
-
-// O = alpha O + P V for the head whose P and alpha SoftmaxPackedHead left in st and alpha.
-template <class D, typename T>
-HWY_INLINE void AccumulatePackedPV(D d, const FlashConfig& cfg, size_t rows, size_t nb,
-                                   const CacheRows<T>& values, float* head,
-                                   const float* HWY_RESTRICT st, const float* HWY_RESTRICT alpha) {
-  const size_t dvp = cfg.dim_v_pad;
-  for (size_t r = 0; r < rows; r += kMrP) {  // the first block of rows prefetches
-    AccumulatePV(d, std::min(kMrP, rows - r), dvp, st + r, rows,
-                 r == 0 ? values : values.WithoutPrefetch(), nb, head + cfg.head_o + r * dvp,
-                 alpha + r);
   }
 }
 
@@ -454,6 +400,30 @@ void FlashForwardWorkItem(D d, const AttentionArgs& a, const FlashConfig& cfg, c
       }
     }
     if (!any_active) continue;
+    if constexpr (kStreamTilesOnTarget) {
+      // Decoding with few rows per head: the whole tiles every row sees, from here on, stream
+      // as one run (flash_decode_tiles-inl.h).
+      if (cfg.stream_tiles && every_row_sees_tile && !a.has_mask && nb == cfg.keys_per_tile) {
+        const int64_t kpt = static_cast<int64_t>(cfg.keys_per_tile);
+        const int64_t tiles = (std::min(common_hi, key_hi) + 1 - k0) / kpt;
+        switch (a.k.dtype) {
+          case DType::kF16:
+            StreamCacheTiles<hwy::float16_t>(d, a, cfg, b, item.hkv_begin, rows, k0, tiles,
+                                             key_hi + 1, scratch);
+            break;
+          case DType::kBF16:
+            StreamCacheTiles<hwy::bfloat16_t>(d, a, cfg, b, item.hkv_begin, rows, k0, tiles,
+                                              key_hi + 1, scratch);
+            break;
+          default:
+            StreamCacheTiles<float>(d, a, cfg, b, item.hkv_begin, rows, k0, tiles, key_hi + 1,
+                                    scratch);
+            break;
+        }
+        k0 += (tiles - 1) * kpt;
+        continue;
+      }
+    }
     // Reading the cache in place is compiled only where f16 converts by an instruction
     // (kNativeF16: AVX2 and up, Arm; cfg.cache_in_place is false elsewhere): its per-dtype
     // micro-kernels would more than double the compile time of the older targets.

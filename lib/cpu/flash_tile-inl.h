@@ -36,6 +36,17 @@ constexpr size_t kMrS = kVectorRegisters >= 32 ? 8 : 4;
 constexpr size_t kMrP = HWY_TARGET == HWY_SCALAR ? 3 : 6;
 constexpr size_t kNvP = kVectorRegisters >= 32 ? 4 : 2;
 constexpr size_t kKeysPerTile = 128;  // keys per tile and head; a multiple of kMrS and 4
+// Keys per step of decoding's streamed tiles (flash_decode_tiles-inl.h): a DotBlock's keys.
+constexpr size_t kStreamStepKeys = 4;
+// The most bytes of K rows (8 kv heads of head_dim 128 in f16, or of head_dim 64 in f32) a
+// streamed step reads. Steps of twice that, 8 kv heads of head_dim 128 in f32, decoded 4-8%
+// slower streamed than tile by tile (20% when paged) on a Sapphire Rapids host; those tiles
+// hold only 4 steps.
+constexpr size_t kStreamStepBytes = 8192;
+// Targets that stream: x86 with 32 vector registers (AVX-512). With 16 (AVX2), through the
+// general path's calls per 4 keys, decoding ran 23-37% slower streamed on the same host;
+// Arm's 32 registers would take the fixed blocks, but no Arm host has measured them yet.
+constexpr bool kStreamTilesOnTarget = HWY_ARCH_X86 && kVectorRegisters >= 32;
 // Decoding work items of several kv heads take at least this many bytes of K rows per head
 // and tile (32 keys of head_dim 128 in f16, 64 of head_dim 64): with kKeysPerTile / heads, 16
 // keys for 8 kv heads, each head's per-tile work (the softmax's reductions, the P.V's reload
@@ -68,12 +79,17 @@ struct FlashConfig {
   // In-place tiles pack their scores densely, key after key (OnlineSoftmaxPacked): the rows
   // per head divide the lanes, both powers of two, and there is no ALiBi.
   bool packed_scores;
+  // Runs of whole packed tiles stream (flash_decode_tiles-inl.h): up to 4 rows per head, and
+  // a step's rows of one stream (K or V) take at most kStreamStepBytes. With 8 rows per head
+  // (64 query heads over 8, in f16) decoding is bound by the arithmetic, which the streamed
+  // steps add to: 12% slower streamed on a Sapphire Rapids host (2 kv heads: 9% faster).
+  bool stream_tiles;
   size_t packed_st_stride;  // packed scores: floats from one head's S buffer to the next's
   // Offsets into the worker's scratch, in floats: the tile's K and V (per head), S^T and the
   // per-row arrays shared by the heads, then one block of state per head.
   size_t kc, vc, st, alpha, lo_rel, hi_rel, diag_rel, tmp, lo, hi, flags;
-  size_t cache_rows;               // in-place tiles: K, V row pointers, this tile's and next's
-  size_t head_block, head_floats;  // where head h's state starts: + h * floats
+  size_t cache_rows;  // in-place tiles: K, V row pointers of two tiles (and a step beyond)
+  size_t head_block, head_floats;                      // where head h's state starts: + h * floats
   size_t head_q, head_o, head_m, head_l, head_slope2;  // offsets within a head's block
   size_t total_floats;
   // A split-KV partial result: m, l and O of every row of every head.
@@ -116,6 +132,10 @@ FlashConfig MakeFlashConfig(D d, const AttentionArgs& a) {
   const bool lanes_power_of_two = (c.lanes & (c.lanes - 1)) == 0;
   c.packed_scores = c.cache_in_place && lanes_power_of_two && c.lanes % rows == 0 &&
                     (rows & (rows - 1)) == 0 && a.alibi_slopes.empty();
+  c.stream_tiles = kStreamTilesOnTarget && c.packed_scores && rows <= 4 &&
+                   kStreamStepKeys * static_cast<size_t>(c.heads) * c.dim_pad *
+                           static_cast<size_t>(DTypeSize(a.k.dtype)) <=
+                       kStreamStepBytes;
   size_t at = 0;
   auto take = [&](size_t floats) {
     const size_t offset = at;
@@ -125,13 +145,15 @@ FlashConfig MakeFlashConfig(D d, const AttentionArgs& a) {
   const size_t tile_heads = static_cast<size_t>(c.heads);
   c.kc = take(tile_heads * c.keys_per_tile * c.dim_pad);
   c.vc = take(tile_heads * c.keys_per_tile * c.dim_v_pad);
-  // Packed scores keep one buffer per head (AdvanceHeadsOverCacheTile scores every head before
-  // the first softmax), each keys_per_tile * rows floats (rows <= lanes / 2) rounded up to
-  // whole vectors; other tiles use S^T's own size. Two sets of alpha alternate between heads.
+  // Packed scores keep one buffer per head (every head's scores come before the first softmax),
+  // each keys_per_tile * rows floats (rows <= lanes / 2) rounded up to whole vectors, and two
+  // sets of them (streamed tiles score one tile while the P.V reads the last); other tiles use
+  // S^T's own size. An alpha per head (streamed tiles), at least two (other tiles alternate
+  // two between heads).
   c.packed_st_stride = RoundUp(c.keys_per_tile * rows, c.lanes);
   c.st = take(std::max(c.keys_per_tile * c.rows_pad + 2 * c.lanes,
-                       c.packed_scores ? tile_heads * c.packed_st_stride : 0));
-  c.alpha = take(2 * c.rows_pad);
+                       c.packed_scores ? 2 * tile_heads * c.packed_st_stride : 0));
+  c.alpha = take(std::max<size_t>(2, tile_heads) * c.rows_pad);
   c.lo_rel = take(c.rows_pad);
   c.hi_rel = take(c.rows_pad);
   c.diag_rel = take(c.rows_pad);
@@ -140,7 +162,8 @@ FlashConfig MakeFlashConfig(D d, const AttentionArgs& a) {
   c.hi = take(2 * c.rows_pad);  // int64
   c.flags = take(c.rows_pad);   // three bytes per panel
   const size_t pointer_floats = sizeof(const void*) / sizeof(float);
-  c.cache_rows = take(c.cache_in_place ? 4 * c.keys_per_tile * pointer_floats : 0);
+  c.cache_rows =
+      take(c.cache_in_place ? 4 * (c.keys_per_tile + kStreamStepKeys) * pointer_floats : 0);
   size_t in_head = 0;
   auto take_in_head = [&](size_t floats) {
     const size_t offset = in_head;
@@ -418,11 +441,12 @@ HWY_INLINE void PVColumnBlock(D d, size_t j, size_t dim_v_pad, const float* pt, 
   const size_t N = hn::Lanes(d);
   constexpr size_t kKeySets = MR * NV < 8 ? 2 : 1;
   GemmTile<MR, NV, ALayout::kRowsAdjacent, kKeySets>(d, pt, ldpt, values.Columns(j * N), nb,
-                                                     o + j * N, dim_v_pad, alpha);
+                                                     o + j * N, dim_v_pad, alpha,
+                                                     /*add_to_c=*/true);
 }
 
 // O[r] = alpha[r] O[r] + P[r] V for MR rows, over all head_dim column blocks; V rows come from
-// `values` (kv_rows-inl.h).
+// `values` (kv_rows-inl.h). alpha == nullptr: O[r] += P[r] V (a later block of a tile's keys).
 template <size_t MR, class D, class VRows>
 HWY_INLINE void AccumulatePVRows(D d, size_t dim_v_pad, const float* pt, size_t ldpt,
                                  const VRows& values, size_t nb, float* o, const float* alpha) {

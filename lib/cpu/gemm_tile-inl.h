@@ -54,6 +54,14 @@ constexpr size_t kVectorRegisters =
     if constexpr (NV > 3) c##r##3 = hn::Mul(hn::LoadU(d, c + r * ldc + 3 * N), s); \
   }
 
+#define SATTN_GEMM_LOAD_ROW_UNSCALED(r)                                   \
+  if constexpr (MR > r) {                                                 \
+    c##r##0 = hn::LoadU(d, c + r * ldc);                                  \
+    if constexpr (NV > 1) c##r##1 = hn::LoadU(d, c + r * ldc + N);        \
+    if constexpr (NV > 2) c##r##2 = hn::LoadU(d, c + r * ldc + 2 * N);    \
+    if constexpr (NV > 3) c##r##3 = hn::LoadU(d, c + r * ldc + 3 * N);    \
+  }
+
 // Row r's FMAs for step kk into the accumulator set `acc` (c, or e for odd k under KS == 2).
 #define SATTN_GEMM_FMA_ROW(acc, r)                                               \
   if constexpr (MR > r) {                                                        \
@@ -109,16 +117,20 @@ constexpr size_t kVectorRegisters =
     if constexpr (NV > 3) hn::StoreU(c##r##3, d, c + r * ldc + 3 * N); \
   }
 
-// row_scale == nullptr: C = A * B (C is only written). Otherwise C = C * row_scale[r] + A * B,
-// which is how the PV product folds in the online-softmax rescale of O for free. The sum runs
+// row_scale == nullptr: C = A * B (C is only written), or C += A * B when add_to_c. Otherwise
+// C = C * row_scale[r] + A * B, which is how the PV product folds in the online-softmax
+// rescale of O for free. The sum runs
 // over k in order; with KS == 2, the odd k's products are summed apart and added last.
 // B row k is b.Row(k), NV * Lanes(d) elements read through b.Load (kv_rows-inl.h: dense f32 or a
 // cache's rows converted in registers); C rows are c + r * ldc. A cache's V rows may also
 // carry the next head's rows (kv_rows-inl.h): the lines of those this call's columns cover are
 // requested into L2 as k walks, a row per k.
+// GemmTileInline is the same, inlined into a caller that calls it for few k (decoding's
+// streamed steps of 4 keys, where a call's own costs would be a third of its work).
 template <size_t MR, size_t NV, ALayout kLayout, size_t KS = 1, class D, class BRows>
-HWY_NOINLINE void GemmTile(D d, const float* HWY_RESTRICT a, size_t lda, BRows b, size_t k_count,
-                           float* HWY_RESTRICT c, size_t ldc, const float* HWY_RESTRICT row_scale) {
+HWY_INLINE void GemmTileInline(D d, const float* HWY_RESTRICT a, size_t lda, const BRows& b,
+                               size_t k_count, float* HWY_RESTRICT c, size_t ldc,
+                               const float* HWY_RESTRICT row_scale, bool add_to_c) {
   static_assert(MR >= 1 && MR <= 8 && NV >= 1 && NV <= 4, "register block out of range");
   static_assert(KS == 1 || KS == 2, "one or two accumulator sets");
   using V = hn::Vec<D>;
@@ -130,6 +142,10 @@ HWY_NOINLINE void GemmTile(D d, const float* HWY_RESTRICT a, size_t lda, BRows b
   if (row_scale != nullptr) {
     SATTN_GEMM_LOAD_ROW(0) SATTN_GEMM_LOAD_ROW(1) SATTN_GEMM_LOAD_ROW(2) SATTN_GEMM_LOAD_ROW(3)
     SATTN_GEMM_LOAD_ROW(4) SATTN_GEMM_LOAD_ROW(5) SATTN_GEMM_LOAD_ROW(6) SATTN_GEMM_LOAD_ROW(7)
+  } else if (add_to_c) {
+    SATTN_GEMM_LOAD_ROW_UNSCALED(0) SATTN_GEMM_LOAD_ROW_UNSCALED(1) SATTN_GEMM_LOAD_ROW_UNSCALED(2)
+    SATTN_GEMM_LOAD_ROW_UNSCALED(3) SATTN_GEMM_LOAD_ROW_UNSCALED(4) SATTN_GEMM_LOAD_ROW_UNSCALED(5)
+    SATTN_GEMM_LOAD_ROW_UNSCALED(6) SATTN_GEMM_LOAD_ROW_UNSCALED(7)
   }
   // clang-format on
   // Row pointers of A for the row-major layout (unused rows point at row 0: never read).
@@ -160,8 +176,16 @@ HWY_NOINLINE void GemmTile(D d, const float* HWY_RESTRICT a, size_t lda, BRows b
   // clang-format on
 }
 
+template <size_t MR, size_t NV, ALayout kLayout, size_t KS = 1, class D, class BRows>
+HWY_NOINLINE void GemmTile(D d, const float* HWY_RESTRICT a, size_t lda, BRows b, size_t k_count,
+                           float* HWY_RESTRICT c, size_t ldc, const float* HWY_RESTRICT row_scale,
+                           bool add_to_c = false) {
+  GemmTileInline<MR, NV, kLayout, KS>(d, a, lda, b, k_count, c, ldc, row_scale, add_to_c);
+}
+
 #undef SATTN_GEMM_DECLARE_ROW
 #undef SATTN_GEMM_LOAD_ROW
+#undef SATTN_GEMM_LOAD_ROW_UNSCALED
 #undef SATTN_GEMM_FMA_ROW
 #undef SATTN_GEMM_STEP
 #undef SATTN_GEMM_JOIN_ROW

@@ -76,6 +76,8 @@ HWY_INLINE const char* UncoveredTail(const char* row, size_t bytes) {
 //    them as the P.V walks its rows, so that requests go out through the P.V as well as the
 //    scores (3-11% faster from memory, f32 included, than requesting V during the scores,
 //    which leaves the memory idle through the P.V).
+//  - Streamed decoding tiles (flash_decode_tiles-inl.h) give both the next step's rows of
+//    their own stream, in address order, whatever the head.
 // Both also request a row's last line when the row does not start on one (UncoveredTail).
 template <typename T>
 struct CacheRows {
