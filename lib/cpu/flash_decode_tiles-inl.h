@@ -128,11 +128,11 @@ struct NextStepWalk {
 
 // One step of StreamCacheTiles for every head: head after head, the scores of the tile being
 // scored (when `score`; its softmax after the tile's last step) and the P.V of the tile being
-// multiplied (when `multiply`). kRows > 0: that many rows per head on 32 registers with
-// head_dim_v in blocks of 4 vectors, the register blocks fixed at compile time (DotBlock,
-// GemmTileInline: a call per 4 keys would cost a third of the P.V's work in calls); 0: any
-// packed shape, through DotScores and AccumulatePackedPV. A function of its own, not inlined
-// into the tile loop, so that its registers are allocated for the products alone.
+// multiplied (when `multiply`). kRows > 0: that many rows per head with head_dim_v in blocks
+// of 4 vectors, the register blocks fixed at compile time and the P.V inlined (DotBlock,
+// PVColumnBlock<.., kInline>: a call per 4 keys would cost a third of the P.V's work in
+// calls); 0: any packed shape, through DotScores and AccumulatePackedPV. A function of its own, not
+// inlined into the tile loop, so that its registers are allocated for the products alone.
 template <size_t kRows, typename T, class D>
 HWY_NOINLINE void StreamStep(D d, const AttentionArgs& a, const FlashConfig& cfg, size_t rows,
                              size_t j, bool score, const T* const* k_rows, float* score_tiles,
@@ -167,11 +167,9 @@ HWY_NOINLINE void StreamStep(D d, const AttentionArgs& a, const FlashConfig& cfg
       const float* p = p_tiles + h * cfg.packed_st_stride + j * rows;
       const float* head_alpha = j == 0 ? alpha + h * R : nullptr;
       if constexpr (kRows > 0) {
-        constexpr size_t kNv = 4, kKeySets = kRows * kNv < 8 ? 2 : 1;
-        for (size_t c = 0; c < dvp; c += kNv * N) {
-          GemmTileInline<kRows, kNv, ALayout::kRowsAdjacent, kKeySets>(
-              d, p, kRows, values.Columns(c), kStreamStepKeys, head + cfg.head_o + c, dvp,
-              head_alpha, /*add_to_c=*/true);
+        for (size_t v = 0; v < dvp / N; v += 4) {
+          PVColumnBlock<kRows, 4, /*kInline=*/true>(d, v, dvp, p, kRows, values, kStreamStepKeys,
+                                                    head + cfg.head_o, head_alpha);
         }
       } else {
         AccumulatePackedPV(d, cfg, rows, kStreamStepKeys, values, head, p, head_alpha);
@@ -183,7 +181,8 @@ HWY_NOINLINE void StreamStep(D d, const AttentionArgs& a, const FlashConfig& cfg
 // Advances kv heads [hkv_begin, hkv_begin + cfg.heads) of sequence b over `tiles` whole tiles
 // from key k_first, each seen whole by every row and read in place, software-pipelined as the
 // top of this file says. Keys from key_end on are never read (row pointers past it repeat the
-// first key's).
+// first key's). Called (so compiled) only where kStreamTilesOnTarget: the fixed register
+// blocks below assume 32 registers.
 template <typename T, class D>
 HWY_NOINLINE void StreamCacheTiles(D d, const AttentionArgs& a, const FlashConfig& cfg, int64_t b,
                                    int64_t hkv_begin, size_t rows, int64_t k_first, int64_t tiles,
@@ -221,21 +220,19 @@ HWY_NOINLINE void StreamCacheTiles(D d, const AttentionArgs& a, const FlashConfi
     const float* p_tiles = scores_of(t);
     for (size_t j = 0; j < kpt; j += kStreamStepKeys) {
       // The shapes decoding meets most (GQA groups of 4, MHA, groups of 2) get fixed register
-      // blocks where the target has the registers for them (not compiled elsewhere).
-      if constexpr (kVectorRegisters >= 32) {
-        if (cfg.dim_v_pad % (4 * hn::Lanes(d)) == 0) {
-          if (rows == 4) {
-            StreamStep<4>(d, a, cfg, rows, j, score, k_rows, score_tiles, multiply, v_rows, p_tiles,
-                          alpha, scratch);
-          } else if (rows == 2) {
-            StreamStep<2>(d, a, cfg, rows, j, score, k_rows, score_tiles, multiply, v_rows, p_tiles,
-                          alpha, scratch);
-          } else {
-            StreamStep<1>(d, a, cfg, rows, j, score, k_rows, score_tiles, multiply, v_rows, p_tiles,
-                          alpha, scratch);
-          }
-          continue;
+      // blocks (cfg.stream_tiles: 1, 2 or 4 rows) when head_dim_v is whole blocks of 4 vectors.
+      if (cfg.dim_v_pad % (4 * hn::Lanes(d)) == 0) {
+        if (rows == 4) {
+          StreamStep<4>(d, a, cfg, rows, j, score, k_rows, score_tiles, multiply, v_rows, p_tiles,
+                        alpha, scratch);
+        } else if (rows == 2) {
+          StreamStep<2>(d, a, cfg, rows, j, score, k_rows, score_tiles, multiply, v_rows, p_tiles,
+                        alpha, scratch);
+        } else {
+          StreamStep<1>(d, a, cfg, rows, j, score, k_rows, score_tiles, multiply, v_rows, p_tiles,
+                        alpha, scratch);
         }
+        continue;
       }
       StreamStep<0>(d, a, cfg, rows, j, score, k_rows, score_tiles, multiply, v_rows, p_tiles,
                     alpha, scratch);

@@ -318,6 +318,20 @@ HWY_NOINLINE void AdvanceHeadsOverCacheTile(D d, const AttentionArgs& a, const F
   }
 }
 
+// Calls f with a value of the element type of a cache of `dtype` read in place: f32, f16 or
+// bf16 (hwy::float16_t, hwy::bfloat16_t).
+template <class F>
+HWY_INLINE void WithCacheElement(DType dtype, F&& f) {
+  switch (dtype) {
+    case DType::kF16:
+      return f(hwy::float16_t{});
+    case DType::kBF16:
+      return f(hwy::bfloat16_t{});
+    default:
+      return f(0.0f);
+  }
+}
+
 template <class D>
 void FlashForwardWorkItem(D d, const AttentionArgs& a, const FlashConfig& cfg, const WorkItem& item,
                           float* HWY_RESTRICT scratch) {
@@ -406,20 +420,10 @@ void FlashForwardWorkItem(D d, const AttentionArgs& a, const FlashConfig& cfg, c
       if (cfg.stream_tiles && every_row_sees_tile && !a.has_mask && nb == cfg.keys_per_tile) {
         const int64_t kpt = static_cast<int64_t>(cfg.keys_per_tile);
         const int64_t tiles = (std::min(common_hi, key_hi) + 1 - k0) / kpt;
-        switch (a.k.dtype) {
-          case DType::kF16:
-            StreamCacheTiles<hwy::float16_t>(d, a, cfg, b, item.hkv_begin, rows, k0, tiles,
-                                             key_hi + 1, scratch);
-            break;
-          case DType::kBF16:
-            StreamCacheTiles<hwy::bfloat16_t>(d, a, cfg, b, item.hkv_begin, rows, k0, tiles,
+        WithCacheElement(a.k.dtype, [&](auto element) {
+          StreamCacheTiles<decltype(element)>(d, a, cfg, b, item.hkv_begin, rows, k0, tiles,
                                               key_hi + 1, scratch);
-            break;
-          default:
-            StreamCacheTiles<float>(d, a, cfg, b, item.hkv_begin, rows, k0, tiles, key_hi + 1,
-                                    scratch);
-            break;
-        }
+        });
         k0 += (tiles - 1) * kpt;
         continue;
       }
@@ -429,20 +433,10 @@ void FlashForwardWorkItem(D d, const AttentionArgs& a, const FlashConfig& cfg, c
     // micro-kernels would more than double the compile time of the older targets.
     if constexpr (kNativeF16) {
       if (cfg.cache_in_place && !panel_partial[0]) {  // dot scores: a single panel
-        switch (a.k.dtype) {
-          case DType::kF16:
-            AdvanceHeadsOverCacheTile<hwy::float16_t>(d, a, cfg, item, rows, k0, nb, nb_pad,
-                                                      key_hi + 1, scoring, scratch);
-            break;
-          case DType::kBF16:
-            AdvanceHeadsOverCacheTile<hwy::bfloat16_t>(d, a, cfg, item, rows, k0, nb, nb_pad,
+        WithCacheElement(a.k.dtype, [&](auto element) {
+          AdvanceHeadsOverCacheTile<decltype(element)>(d, a, cfg, item, rows, k0, nb, nb_pad,
                                                        key_hi + 1, scoring, scratch);
-            break;
-          default:
-            AdvanceHeadsOverCacheTile<float>(d, a, cfg, item, rows, k0, nb, nb_pad, key_hi + 1,
-                                             scoring, scratch);
-            break;
-        }
+        });
         continue;
       }
     }

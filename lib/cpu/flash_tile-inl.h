@@ -435,14 +435,21 @@ constexpr size_t PVVectors() {
   return kVectorRegisters < 32 && (MR == 3 || MR == 4) ? 3 : kNvP;
 }
 
-template <size_t MR, size_t NV, class D, class VRows>
+// Vectors j.. j + NV - 1 of O's rows. kInline: the micro-kernel inlined into the caller, for
+// callers that call it for few keys (decoding's streamed steps, flash_decode_tiles-inl.h).
+template <size_t MR, size_t NV, bool kInline = false, class D, class VRows>
 HWY_INLINE void PVColumnBlock(D d, size_t j, size_t dim_v_pad, const float* pt, size_t ldpt,
                               const VRows& values, size_t nb, float* o, const float* alpha) {
   const size_t N = hn::Lanes(d);
   constexpr size_t kKeySets = MR * NV < 8 ? 2 : 1;
-  GemmTile<MR, NV, ALayout::kRowsAdjacent, kKeySets>(d, pt, ldpt, values.Columns(j * N), nb,
-                                                     o + j * N, dim_v_pad, alpha,
-                                                     /*add_to_c=*/true);
+  if constexpr (kInline) {
+    GemmTileInline<MR, NV, ALayout::kRowsAdjacent, kKeySets>(
+        d, pt, ldpt, values.Columns(j * N), nb, o + j * N, dim_v_pad, alpha, /*add_to_c=*/true);
+  } else {
+    GemmTile<MR, NV, ALayout::kRowsAdjacent, kKeySets>(d, pt, ldpt, values.Columns(j * N), nb,
+                                                       o + j * N, dim_v_pad, alpha,
+                                                       /*add_to_c=*/true);
+  }
 }
 
 // O[r] = alpha[r] O[r] + P[r] V for MR rows, over all head_dim column blocks; V rows come from

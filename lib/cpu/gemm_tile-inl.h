@@ -54,12 +54,12 @@ constexpr size_t kVectorRegisters =
     if constexpr (NV > 3) c##r##3 = hn::Mul(hn::LoadU(d, c + r * ldc + 3 * N), s); \
   }
 
-#define SATTN_GEMM_LOAD_ROW_UNSCALED(r)                                   \
-  if constexpr (MR > r) {                                                 \
-    c##r##0 = hn::LoadU(d, c + r * ldc);                                  \
-    if constexpr (NV > 1) c##r##1 = hn::LoadU(d, c + r * ldc + N);        \
-    if constexpr (NV > 2) c##r##2 = hn::LoadU(d, c + r * ldc + 2 * N);    \
-    if constexpr (NV > 3) c##r##3 = hn::LoadU(d, c + r * ldc + 3 * N);    \
+#define SATTN_GEMM_LOAD_ROW_UNSCALED(r)                                \
+  if constexpr (MR > r) {                                              \
+    c##r##0 = hn::LoadU(d, c + r * ldc);                               \
+    if constexpr (NV > 1) c##r##1 = hn::LoadU(d, c + r * ldc + N);     \
+    if constexpr (NV > 2) c##r##2 = hn::LoadU(d, c + r * ldc + 2 * N); \
+    if constexpr (NV > 3) c##r##3 = hn::LoadU(d, c + r * ldc + 3 * N); \
   }
 
 // Row r's FMAs for step kk into the accumulator set `acc` (c, or e for odd k under KS == 2).
@@ -96,9 +96,9 @@ constexpr size_t kVectorRegisters =
     const V b2 = NV > 2 ? b.Load(d, bk, 2 * N) : b0;                                     \
     const V b3 = NV > 3 ? b.Load(d, bk, 3 * N) : b0;                                     \
     SATTN_GEMM_FMA_ROW(acc, 0)                                                           \
-    SATTN_GEMM_FMA_ROW(acc, 1) SATTN_GEMM_FMA_ROW(acc, 2) SATTN_GEMM_FMA_ROW(acc, 3)     \
-        SATTN_GEMM_FMA_ROW(acc, 4) SATTN_GEMM_FMA_ROW(acc, 5) SATTN_GEMM_FMA_ROW(acc, 6) \
-            SATTN_GEMM_FMA_ROW(acc, 7)                                                   \
+    SATTN_GEMM_FMA_ROW(acc, 1)                                                           \
+    SATTN_GEMM_FMA_ROW(acc, 2) SATTN_GEMM_FMA_ROW(acc, 3) SATTN_GEMM_FMA_ROW(acc, 4)     \
+        SATTN_GEMM_FMA_ROW(acc, 5) SATTN_GEMM_FMA_ROW(acc, 6) SATTN_GEMM_FMA_ROW(acc, 7) \
   }
 
 #define SATTN_GEMM_JOIN_ROW(r)                                 \
@@ -119,8 +119,8 @@ constexpr size_t kVectorRegisters =
 
 // row_scale == nullptr: C = A * B (C is only written), or C += A * B when add_to_c. Otherwise
 // C = C * row_scale[r] + A * B, which is how the PV product folds in the online-softmax
-// rescale of O for free. The sum runs
-// over k in order; with KS == 2, the odd k's products are summed apart and added last.
+// rescale of O for free. The sum runs over k in order; with KS == 2, the odd k's products are
+// summed apart and added last.
 // B row k is b.Row(k), NV * Lanes(d) elements read through b.Load (kv_rows-inl.h: dense f32 or a
 // cache's rows converted in registers); C rows are c + r * ldc. A cache's V rows may also
 // carry the next head's rows (kv_rows-inl.h): the lines of those this call's columns cover are
