@@ -76,12 +76,19 @@ struct AttentionArgs {
       }
       return;
     }
+    // Page by page: one table entry and one address computation a page, then a stride a key.
+    const int64_t k_step = k.stride(1) * DTypeSize(k.dtype);
+    const int64_t v_step = v.stride(1) * DTypeSize(v.dtype);
     int64_t page_index = first / page_size, within = first % page_size;
-    for (int64_t i = 0; i < count; ++i) {
+    for (int64_t i = 0; i < count; within = 0, ++page_index) {
       const int32_t page = *block_table.At<const int32_t>(b, page_index);
-      k_rows[i] = static_cast<Row>(k.At(page, within, head, 0));
-      v_rows[i] = static_cast<Row>(v.At(page, within, head, 0));
-      if (++within == page_size) within = 0, ++page_index;
+      const char* k_row = static_cast<const char*>(k.At(page, within, head, 0));
+      const char* v_row = static_cast<const char*>(v.At(page, within, head, 0));
+      const int64_t end = std::min(count, i + page_size - within);
+      for (; i < end; ++i, k_row += k_step, v_row += v_step) {
+        k_rows[i] = reinterpret_cast<Row>(k_row);
+        v_rows[i] = reinterpret_cast<Row>(v_row);
+      }
     }
   }
 };
