@@ -75,7 +75,9 @@ struct Cache {
   // the kernel learnt to prefetch the last line of such rows cost head_dim 64 decoding 25-40%.
   hwy::AlignedFreeUniquePtr<uint16_t[]> k, v;
   std::vector<int32_t> block_table;
-  sattn_tensor k_view, v_view, table_view;
+  // Paged: the identity table, pages in address order (the bytes and order of contiguous).
+  std::vector<int32_t> in_order_table;
+  sattn_tensor k_view, v_view, table_view, in_order_table_view;
   sattn_tensor contiguous_k_view, contiguous_v_view;
   // Paged: each page's K and V bytes, page after page, in block-table order and in address
   // order, for the read limit of either order (TimeBlockReadMs).
@@ -112,6 +114,10 @@ Cache MakeCache(const DecodeShape& s, std::mt19937& rng) {
     std::shuffle(c.block_table.begin(), c.block_table.end(), rng);
     const int64_t table_shape[2] = {s.batch, s.cache / s.page_size};
     c.table_view = sattn_tensor_contiguous(c.block_table.data(), SATTN_DTYPE_I32, 2, table_shape);
+    c.in_order_table.resize(pages);
+    for (int64_t i = 0; i < pages; ++i) c.in_order_table[i] = static_cast<int32_t>(i);
+    c.in_order_table_view =
+        sattn_tensor_contiguous(c.in_order_table.data(), SATTN_DTYPE_I32, 2, table_shape);
     const int64_t page_bytes = s.PageBytes();
     auto add_page = [&](std::vector<const void*>& list, int64_t page) {
       list.push_back(reinterpret_cast<const char*>(c.k.get()) + page * page_bytes);
@@ -145,14 +151,14 @@ Row MeasureShape(sattn_context* ctx, int threads, const DecodeShape& s, const Be
   const sattn_tensor q_view = sattn_tensor_contiguous(q.data(), SATTN_DTYPE_F32, 4, q_shape);
   const sattn_tensor out_view = sattn_tensor_contiguous(out.data(), SATTN_DTYPE_F32, 4, q_shape);
   int64_t next = 0;
-  // One decoding step on the next copy of the cache, paged (as the shape says) or through
-  // the copy's contiguous views.
-  auto step = [&](bool paged) {
+  // One decoding step on the next copy of the cache, paged (as the shape says; through the
+  // identity table when in_order) or through the copy's contiguous views.
+  auto step = [&](bool paged, bool in_order = false) {
     Cache& c = caches[next++ % copies];
     sattn_attention_options attention{};
     attention.struct_size = sizeof(attention);
     attention.causal = 1;
-    attention.block_table = paged ? &c.table_view : nullptr;
+    attention.block_table = !paged ? nullptr : in_order ? &c.in_order_table_view : &c.table_view;
     const sattn_tensor* k = paged ? &c.k_view : &c.contiguous_k_view;
     const sattn_tensor* v = paged ? &c.v_view : &c.contiguous_v_view;
     CheckOk(sattn_attention(ctx, &q_view, k, v, &out_view, nullptr, &attention), "sattn_attention");
@@ -195,11 +201,18 @@ Row MeasureShape(sattn_context* ctx, int threads, const DecodeShape& s, const Be
     };
     const double read_speed = MedianTimeRatio(
         2 * options.repeats + 1, [&] { read_pages(false); }, [&] { read_pages(true); });
-    row.Set("paged_speed_vs_contiguous", speed).Set("paged_read_speed_vs_contiguous", read_speed);
+    // The kernel's own cost of paging, apart from the memory order: the same bytes read in
+    // the same order as contiguous, through a block table (the identity).
+    const double in_order_speed = MedianTimeRatio(
+        2 * options.repeats + 1, [&] { step(false); }, [&] { step(true, /*in_order=*/true); });
+    row.Set("paged_speed_vs_contiguous", speed)
+        .Set("paged_read_speed_vs_contiguous", read_speed)
+        .Set("paged_in_order_speed_vs_contiguous", in_order_speed);
     std::fprintf(stderr,
                  "decode %s: paged / contiguous speed, timed alternately: %.3f (a plain read of "
-                 "the pages in table order / in address order: %.3f)\n",
-                 s.Name().c_str(), speed, read_speed);
+                 "the pages in table order / in address order: %.3f; paged with the pages in "
+                 "address order / contiguous: %.3f)\n",
+                 s.Name().c_str(), speed, read_speed, in_order_speed);
   }
   // The step against a plain read of as many bytes of another copy, timed in alternation:
   // bandwidth_fraction compares the step's median with a bandwidth measured minutes apart, and
