@@ -18,6 +18,12 @@
 // synthetic loop first showed it: with the same arithmetic per line, K then V per tile read
 // 13.4-13.9 GB/s per core, the two streams side by side 15.7-17.4, a plain read 16.3; steps of
 // 8 keys or requests two steps ahead lost most of that.
+// Paged caches: with a shuffled block table (pages of 32 KiB) the same host decoded 0.91-0.95
+// as fast as from a contiguous cache, and a plain read of the pages in that order lost as much
+// (0.88-0.96), with 2 MiB pages too: the price is the memory's order, not the TLB. Requests
+// for a line per 4 KiB of the tile one or two ahead, to walk the page tables early, measured
+// no faster (alternated on the same cache); 8 lines per 4 KiB, 17% slower. With the pages in
+// address order, paged decoding runs at 0.98-1.0 of contiguous (bench decode reports both).
 // Cost: per step and head one DotBlock (4 keys) and the P.V of 4 keys, whose O rows are loaded
 // and stored each step; the calls per 4 keys are what cost (as separate GemmTile calls the
 // P.V took 40% longer than in whole tiles, inlined 15%), which is why only 32-register
