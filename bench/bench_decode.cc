@@ -111,11 +111,10 @@ Cache MakeCache(const DecodeShape& s, std::mt19937& rng) {
     c.v_view = sattn_tensor_contiguous(c.v.get(), s.kv_dtype, 4, shape);
     c.block_table.resize(pages);
     for (int64_t i = 0; i < pages; ++i) c.block_table[i] = static_cast<int32_t>(i);
+    c.in_order_table = c.block_table;
     std::shuffle(c.block_table.begin(), c.block_table.end(), rng);
     const int64_t table_shape[2] = {s.batch, s.cache / s.page_size};
     c.table_view = sattn_tensor_contiguous(c.block_table.data(), SATTN_DTYPE_I32, 2, table_shape);
-    c.in_order_table.resize(pages);
-    for (int64_t i = 0; i < pages; ++i) c.in_order_table[i] = static_cast<int32_t>(i);
     c.in_order_table_view =
         sattn_tensor_contiguous(c.in_order_table.data(), SATTN_DTYPE_I32, 2, table_shape);
     const int64_t page_bytes = s.PageBytes();
