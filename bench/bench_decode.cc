@@ -163,8 +163,11 @@ Row MeasureShape(sattn_context* ctx, int threads, const DecodeShape& s, const Be
     CheckOk(sattn_attention(ctx, &q_view, k, v, &out_view, nullptr, &attention), "sattn_attention");
   };
   const bool paged = s.page_size > 0;
-  const double ms = MedianMs(options.repeats, [&] { step(paged); });
-  const double gbps = static_cast<double>(s.KvBytes()) / (ms * 1e6);
+  // The row's step timings: these back to back, then one beside each plain read below. The
+  // first alone span a fifth of a second, and a dip of the shared machine that long set a
+  // row's median (0.77 of the read bandwidth, its alternated pairs 1.32, and the same shape
+  // 0.86-0.88 in runs of its own); with the later ones the median spans the whole row.
+  std::vector<double> step_ms = TimesMs(options.repeats, [&] { step(paged); });
   Row row;
   row.Set("op", "decode")
       .Set("name", s.Name())
@@ -181,9 +184,7 @@ Row MeasureShape(sattn_context* ctx, int threads, const DecodeShape& s, const Be
                                                        : "bf16")
       .Set("paged", s.page_size > 0)
       .Set("page_size", s.page_size)
-      .Set("threads", threads)
-      .Set("median_ms", ms)
-      .Set("gbps", gbps);
+      .Set("threads", threads);
   if (paged) {
     // The target compares paged with contiguous decoding. Timed apart, minutes apart, the two
     // rows differ by the machine's drift as much as by the paging; timed in alternation on the
@@ -225,11 +226,15 @@ Row MeasureShape(sattn_context* ctx, int threads, const DecodeShape& s, const Be
       const Cache& c = caches[next++ % copies];
       read_ms += TimeBlockReadMs(threads, c.chunks.data(), c.chunks.size(), kChunkBytes);
     }
-    ratios.push_back(
-        read_ms / (per_timing * TimeCallsMs(static_cast<int>(per_timing), [&] { step(paged); })));
+    step_ms.push_back(TimeCallsMs(static_cast<int>(per_timing), [&] { step(paged); }));
+    ratios.push_back(read_ms / (per_timing * step_ms.back()));
   }
   const double fraction_alternated = Median(ratios);
-  row.Set("bandwidth_fraction_alternated", fraction_alternated);
+  const double ms = Median(step_ms);
+  const double gbps = static_cast<double>(s.KvBytes()) / (ms * 1e6);
+  row.Set("median_ms", ms)
+      .Set("gbps", gbps)
+      .Set("bandwidth_fraction_alternated", fraction_alternated);
   std::fprintf(stderr, "decode %s: %.3f of a plain read of the same bytes, timed alternately\n",
                s.Name().c_str(), fraction_alternated);
   *gbps_out = gbps;

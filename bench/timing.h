@@ -43,15 +43,21 @@ inline double Median(std::vector<double> values) {
   return values[values.size() / 2];
 }
 
-// Runs fn once to warm up, then `repeats` times; returns the median in milliseconds. Each
-// timed run repeats fn until it lasts at least min_ms.
+// Runs fn once to warm up, then `repeats` times; returns each run's milliseconds per call.
+// Each timed run repeats fn until it lasts at least min_ms.
 template <typename F>
-double MedianMs(int repeats, F&& fn, double min_ms = 20.0) {
+std::vector<double> TimesMs(int repeats, F&& fn, double min_ms = 20.0) {
   fn();
   const int inner = CallsPerTiming(fn, min_ms);
   std::vector<double> times;
   for (int r = 0; r < repeats; ++r) times.push_back(TimeCallsMs(inner, fn));
-  return Median(times);
+  return times;
+}
+
+// The median of TimesMs.
+template <typename F>
+double MedianMs(int repeats, F&& fn, double min_ms = 20.0) {
+  return Median(TimesMs(repeats, fn, min_ms));
 }
 
 // Times a and b alternately, `pairs` times each, and returns the median of the pairs' ratios
