@@ -26,8 +26,8 @@
 // address order, paged decoding runs at 0.98-1.0 of contiguous (bench decode reports both).
 // Cost: per step and head one DotBlock (4 keys) and the P.V of 4 keys, whose O rows are loaded
 // and stored each step; the calls per 4 keys are what cost (as separate GemmTile calls the
-// P.V took 40% longer than in whole tiles, inlined 15%), which is why only 32-register
-// targets stream (kStreamTilesOnTarget) and 8 rows per head, bound by the arithmetic, do not.
+// P.V took 40% longer than in whole tiles, inlined 15%), which is why the steps take fixed
+// register blocks (StepBlock) and 8 rows per head, bound by the arithmetic, do not stream.
 // Scratch: two sets of per-head score buffers and one alpha per head (flash_tile-inl.h).
 #if defined(STREAMATTN_CPU_FLASH_DECODE_TILES_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef STREAMATTN_CPU_FLASH_DECODE_TILES_INL_H_
@@ -132,32 +132,42 @@ struct NextStepWalk {
   }
 };
 
-// The P.V of one streamed step for one head, head_dim_v's column blocks of 4 vectors: O rows
-// o + r * dim_v_pad += the step's P (kRows rows of kStreamStepKeys) times its V rows. kDimV > 0
-// fixes dim_v_pad at compile time (head dims 64 and 128), so that a block's 16 O vectors are
-// addressed from one register by displacement: with the stride known only at run time, GCC
-// computed an address per vector and spilled them to vector registers. Alternated on a
-// Sapphire Rapids host from L2 (one thread): 5-10% faster per step with 4 rows per kv head,
-// 2-4% with 2, in f16, bf16 and f32. One row has one O row to address; there the same change
-// measured 3% slower (GCC allocated StreamStep<1>'s registers differently), so it keeps the
-// loop with the stride at run time.
+// The register blocks of a streamed step with kRows rows per head: the keys of a DotBlock and
+// the vectors of a P.V column block, 4 and 4 (kRows x 4 accumulators). 4 rows with 16
+// registers (AVX2) take 2 and 2, 8 accumulators, as a step's 4 keys in two DotBlocks.
+template <size_t kRows>
+constexpr size_t StepBlock() {
+  return kVectorRegisters >= 32 || kRows <= 2 ? 4 : 2;
+}
+
+// The P.V of one streamed step for one head, head_dim_v's column blocks of StepBlock
+// vectors: O rows o + r * dim_v_pad += the step's P (kRows rows of kStreamStepKeys) times its
+// V rows. kDimV > 0 fixes dim_v_pad at compile time (head dims 64 and 128), so that a block's
+// O vectors are addressed from one register by displacement: with the stride known only at
+// run time, GCC computed an address per vector and spilled them to vector registers.
+// Alternated on a Sapphire Rapids host from L2 (one thread): 5-10% faster per step with 4
+// rows per kv head, 2-4% with 2, in f16, bf16 and f32. One row has one O row to address;
+// there the same change measured 3% slower (GCC allocated StreamStep<1>'s registers
+// differently), so it keeps the loop with the stride at run time.
 template <size_t kRows, size_t kDimV, typename T, class D>
 HWY_INLINE void StepPV(D d, size_t dim_v_pad, const float* p, const CacheRows<T>& values, float* o,
                        const float* alpha) {
+  constexpr size_t kNv = StepBlock<kRows>();
   const size_t dvp = kDimV > 0 ? kDimV : dim_v_pad;
-  for (size_t v = 0; v < dvp / hn::Lanes(d); v += 4) {
-    PVColumnBlock<kRows, 4, /*kInline=*/true>(d, v, dvp, p, kRows, values, kStreamStepKeys, o,
-                                              alpha);
+  for (size_t v = 0; v < dvp / hn::Lanes(d); v += kNv) {
+    PVColumnBlock<kRows, kNv, /*kInline=*/true>(d, v, dvp, p, kRows, values, kStreamStepKeys, o,
+                                                alpha);
   }
 }
 
 // One step of StreamCacheTiles for every head: head after head, the scores of the tile being
 // scored (when `score`; its softmax after the tile's last step) and the P.V of the tile being
 // multiplied (when `multiply`). kRows > 0: that many rows per head with head_dim_v in blocks
-// of 4 vectors, the register blocks fixed at compile time and the P.V inlined (DotBlock,
-// PVColumnBlock<.., kInline>: a call per 4 keys would cost a third of the P.V's work in
-// calls); 0: any packed shape, through DotScores and AccumulatePackedPV. A function of its own, not
-// inlined into the tile loop, so that its registers are allocated for the products alone.
+// of 4 vectors, the register blocks (StepBlock) fixed at compile time and the P.V inlined
+// (DotBlock, PVColumnBlock<.., kInline>: a call per 4 keys would cost a third of the P.V's
+// work in calls); 0: any packed shape, through DotScores and AccumulatePackedPV. A function of
+// its own, not inlined into the tile loop, so that its registers are allocated for the
+// products alone.
 template <size_t kRows, typename T, class D>
 HWY_NOINLINE void StreamStep(D d, const AttentionArgs& a, const FlashConfig& cfg, size_t rows,
                              size_t j, bool score, const T* const* k_rows, float* score_tiles,
@@ -176,9 +186,12 @@ HWY_NOINLINE void StreamStep(D d, const AttentionArgs& a, const FlashConfig& cfg
       const CacheRows<T> keys{k_rows + j, static_cast<ptrdiff_t>(h) * k_stride, next, nullptr, 0};
       float* st = score_tiles + h * cfg.packed_st_stride;
       if constexpr (kRows > 0) {
-        static_assert(kStreamStepKeys == 4, "one DotBlock per step");
-        DotBlock<kRows, 4>(d, head + cfg.head_q, cfg.dim_pad, keys, 0, cfg.dim_pad, st + j * kRows,
-                           kRows, /*prefetch=*/true);
+        static_assert(kStreamStepKeys == 4, "a step is one DotBlock of 4 keys, or two of 2");
+        constexpr size_t kKeys = StepBlock<kRows>();
+        for (size_t c = 0; c < kStreamStepKeys; c += kKeys) {
+          DotBlock<kRows, kKeys>(d, head + cfg.head_q, cfg.dim_pad, keys, c, cfg.dim_pad,
+                                 st + (j + c) * kRows, kRows, /*prefetch=*/true);
+        }
       } else {
         DotScores(d, head + cfg.head_q, cfg.dim_pad, rows, keys, kStreamStepKeys, cfg.dim_pad,
                   st + j * rows, rows);
@@ -215,8 +228,7 @@ HWY_NOINLINE void StreamStep(D d, const AttentionArgs& a, const FlashConfig& cfg
 // Advances kv heads [hkv_begin, hkv_begin + cfg.heads) of sequence b over `tiles` whole tiles
 // from key k_first, each seen whole by every row and read in place, software-pipelined as the
 // top of this file says. Keys from key_end on are never read (row pointers past it repeat the
-// first key's). Called (so compiled) only where kStreamTilesOnTarget: the fixed register
-// blocks below assume 32 registers.
+// first key's). Called (so compiled) only where kStreamTilesOnTarget (AVX2 and up).
 template <typename T, class D>
 HWY_NOINLINE void StreamCacheTiles(D d, const AttentionArgs& a, const FlashConfig& cfg, int64_t b,
                                    int64_t hkv_begin, size_t rows, int64_t k_first, int64_t tiles,

@@ -43,10 +43,14 @@ constexpr size_t kStreamStepKeys = 4;
 // slower streamed than tile by tile (20% when paged) on a Sapphire Rapids host; those tiles
 // hold only 4 steps.
 constexpr size_t kStreamStepBytes = 8192;
-// Targets that stream: x86 with 32 vector registers (AVX-512). With 16 (AVX2), through the
-// general path's calls per 4 keys, decoding ran 23-37% slower streamed on the same host;
-// Arm's 32 registers would take the fixed blocks, but no Arm host has measured them yet.
-constexpr bool kStreamTilesOnTarget = HWY_ARCH_X86 && kVectorRegisters >= 32;
+// Targets that stream: x86 from AVX2 on. With 16 registers (AVX2) the steps' fixed register
+// blocks are smaller for 4 rows per head (StreamStep); alternated against tile by tile on a
+// Sapphire Rapids host forced to AVX2 (2 threads, 32768 keys, 8 kv heads): from memory 1.17-1.27x
+// as fast with 1 or 2 rows per head (f16, bf16; f32 of head_dim 64 1.14x), 1.05-1.07x with 4;
+// from L2 1.45-1.56x with 1 or 2 rows, 0.93-0.99x with 4. (Through the general path's calls
+// per 4 keys, AVX2 had run 23-37% slower streamed.) Arm's 32 registers would take the fixed
+// blocks too, but no Arm host has measured them yet.
+constexpr bool kStreamTilesOnTarget = HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2;
 // Decoding work items of several kv heads take at least this many bytes of K rows per head
 // and tile (32 keys of head_dim 128 in f16, 64 of head_dim 64): with kKeysPerTile / heads, 16
 // keys for 8 kv heads, each head's per-tile work (the softmax's reductions, the P.V's reload
@@ -307,7 +311,9 @@ HWY_INLINE void DotBlock(D d, const float* HWY_RESTRICT q, size_t ldq, const KRo
     SATTN_DOT_FMA(0) SATTN_DOT_FMA(1) SATTN_DOT_FMA(2) SATTN_DOT_FMA(3)
   }
   // clang-format on
-  if constexpr (KB == 2) {  // never packed: packed scores of 1 or 2 rows take blocks of 4 keys
+  // Packed, only with 4 rows (streamed steps on 16 registers), where ldst = 4 keeps the four
+  // stores apart; packed scores of 1 or 2 rows take blocks of 4 keys.
+  if constexpr (KB == 2) {
     StoreFourSums(d, a00, a10, a20, a30, st);
     StoreFourSums(d, a01, a11, a21, a31, st + ldst);
     return;
