@@ -65,30 +65,28 @@ struct AttentionArgs {
   void KeyRows(int64_t b, int64_t first, int64_t count, int64_t head, Row* k_rows,
                Row* v_rows) const {
     if (count <= 0) return;
-    if (!paged) {
-      const char* k_row = static_cast<const char*>(k.At(b, first, head, 0));
-      const char* v_row = static_cast<const char*>(v.At(b, first, head, 0));
-      const int64_t k_step = k.stride(1) * DTypeSize(k.dtype);
-      const int64_t v_step = v.stride(1) * DTypeSize(v.dtype);
-      for (int64_t i = 0; i < count; ++i) {
-        k_rows[i] = reinterpret_cast<Row>(k_row + i * k_step);
-        v_rows[i] = reinterpret_cast<Row>(v_row + i * v_step);
-      }
-      return;
-    }
-    // Page by page: one table entry and one address computation a page, then a stride a key.
     const int64_t k_step = k.stride(1) * DTypeSize(k.dtype);
     const int64_t v_step = v.stride(1) * DTypeSize(v.dtype);
+    // Rows [i, end): the first at k_row and v_row, each next one a stride further.
+    auto fill = [&](int64_t i, int64_t end, const void* k_row, const void* v_row) {
+      const char* k_at = static_cast<const char*>(k_row);
+      const char* v_at = static_cast<const char*>(v_row);
+      for (; i < end; ++i, k_at += k_step, v_at += v_step) {
+        k_rows[i] = reinterpret_cast<Row>(k_at);
+        v_rows[i] = reinterpret_cast<Row>(v_at);
+      }
+    };
+    if (!paged) {
+      fill(0, count, k.At(b, first, head, 0), v.At(b, first, head, 0));
+      return;
+    }
+    // Page by page: one table entry and one address computation a page.
     int64_t page_index = first / page_size, within = first % page_size;
     for (int64_t i = 0; i < count; within = 0, ++page_index) {
       const int32_t page = *block_table.At<const int32_t>(b, page_index);
-      const char* k_row = static_cast<const char*>(k.At(page, within, head, 0));
-      const char* v_row = static_cast<const char*>(v.At(page, within, head, 0));
       const int64_t end = std::min(count, i + page_size - within);
-      for (; i < end; ++i, k_row += k_step, v_row += v_step) {
-        k_rows[i] = reinterpret_cast<Row>(k_row);
-        v_rows[i] = reinterpret_cast<Row>(v_row);
-      }
+      fill(i, end, k.At(page, within, head, 0), v.At(page, within, head, 0));
+      i = end;
     }
   }
 };
