@@ -146,9 +146,8 @@ constexpr size_t StepBlock() {
 // O vectors are addressed from one register by displacement: with the stride known only at
 // run time, GCC computed an address per vector and spilled them to vector registers.
 // Alternated on a Sapphire Rapids host from L2 (one thread): 5-10% faster per step with 4
-// rows per kv head, 2-4% with 2, in f16, bf16 and f32. One row has one O row to address;
-// there the same change measured 3% slower (GCC allocated StreamStep<1>'s registers
-// differently), so it keeps the loop with the stride at run time.
+// rows per kv head, 2-4% with 2, in f16, bf16 and f32. One row has one O row to address, and
+// StreamStep<1> keeps its own loop (see there).
 template <size_t kRows, size_t kDimV, typename T, class D>
 HWY_INLINE void StepPV(D d, size_t dim_v_pad, const float* p, const CacheRows<T>& values, float* o,
                        const float* alpha) {
@@ -214,6 +213,8 @@ HWY_NOINLINE void StreamStep(D d, const AttentionArgs& a, const FlashConfig& cfg
           StepPV<kRows, 0>(d, dvp, p, values, o, head_alpha);
         }
       } else if constexpr (kRows == 1) {
+        // StepPV's loop written out: through StepPV<1, 0>, GCC allocated this function's
+        // registers otherwise, 4-15% slower from L2 (alternated, f16, one thread).
         for (size_t v = 0; v < dvp / N; v += 4) {
           PVColumnBlock<kRows, 4, /*kInline=*/true>(d, v, dvp, p, kRows, values, kStreamStepKeys,
                                                     head + cfg.head_o, head_alpha);
