@@ -24,10 +24,11 @@
 // for a line per 4 KiB of the tile one or two ahead, to walk the page tables early, measured
 // no faster (alternated on the same cache); 8 lines per 4 KiB, 17% slower. With the pages in
 // address order, paged decoding runs at 0.98-1.0 of contiguous (bench decode reports both).
-// Cost: per step and head one DotBlock (4 keys) and the P.V of 4 keys, whose O rows are loaded
-// and stored each step; the calls per 4 keys are what cost (as separate GemmTile calls the
-// P.V took 40% longer than in whole tiles, inlined 15%), which is why the steps take fixed
-// register blocks (StepBlock) and 8 rows per head, bound by the arithmetic, do not stream.
+// Cost: per step and head one DotBlock of 4 keys (two of 2 for 4 rows on 16 registers) and
+// the P.V of 4 keys, whose O rows are loaded and stored each step; the calls per 4 keys are
+// what cost (as separate GemmTile calls the P.V took 40% longer than in whole tiles, inlined
+// 15%), which is why the steps take fixed register blocks (StepBlock) and 8 rows per head,
+// bound by the arithmetic, do not stream.
 // Scratch: two sets of per-head score buffers and one alpha per head (flash_tile-inl.h).
 #if defined(STREAMATTN_CPU_FLASH_DECODE_TILES_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef STREAMATTN_CPU_FLASH_DECODE_TILES_INL_H_
@@ -215,9 +216,10 @@ HWY_NOINLINE void StreamStep(D d, const AttentionArgs& a, const FlashConfig& cfg
       } else if constexpr (kRows == 1) {
         // StepPV's loop written out: through StepPV<1, 0>, GCC allocated this function's
         // registers otherwise, 4-15% slower from L2 (alternated, f16, one thread).
-        for (size_t v = 0; v < dvp / N; v += 4) {
-          PVColumnBlock<kRows, 4, /*kInline=*/true>(d, v, dvp, p, kRows, values, kStreamStepKeys,
-                                                    head + cfg.head_o, head_alpha);
+        constexpr size_t kNv = StepBlock<kRows>();
+        for (size_t v = 0; v < dvp / N; v += kNv) {
+          PVColumnBlock<kRows, kNv, /*kInline=*/true>(d, v, dvp, p, kRows, values, kStreamStepKeys,
+                                                      head + cfg.head_o, head_alpha);
         }
       } else {
         AccumulatePackedPV(d, cfg, rows, kStreamStepKeys, values, head, p, head_alpha);
