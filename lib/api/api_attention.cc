@@ -6,8 +6,8 @@
 
 #include "api/api_checks.h"
 #include "api/api_guard.h"
-#include "api/cuda_backend.h"
 #include "core/attention_args.h"
+#include "cuda_host/cuda_backend.h"
 
 namespace streamattn {
 namespace {

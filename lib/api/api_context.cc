@@ -7,9 +7,9 @@
 
 #include "api/api_guard.h"
 #include "api/context.h"
-#include "api/cuda_backend.h"
-#include "api/cuda_plugin.h"
 #include "cpu/cpu_backend.h"
+#include "cuda_host/cuda_backend.h"
+#include "cuda_host/cuda_plugin.h"
 
 namespace streamattn {
 namespace {

@@ -1,4 +1,4 @@
-#include "api/cuda_backend.h"
+#include "cuda_host/cuda_backend.h"
 
 #include <cstring>
 

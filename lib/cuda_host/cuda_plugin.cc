@@ -1,4 +1,4 @@
-#include "api/cuda_plugin.h"
+#include "cuda_host/cuda_plugin.h"
 
 #include <dlfcn.h>
 #include <sys/stat.h>

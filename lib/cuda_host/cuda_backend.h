@@ -1,8 +1,8 @@
 // The CUDA backend as the core sees it: an adapter from the Backend interface to the plugin's C
 // table (lib/cuda/plugin_abi.h). It holds no CUDA state of its own; the plugin does the work on
 // the context's stream.
-#ifndef STREAMATTN_API_CUDA_BACKEND_H_
-#define STREAMATTN_API_CUDA_BACKEND_H_
+#ifndef STREAMATTN_CUDA_HOST_CUDA_BACKEND_H_
+#define STREAMATTN_CUDA_HOST_CUDA_BACKEND_H_
 
 #include <cstdint>
 
@@ -40,4 +40,4 @@ class CudaBackend final : public Backend {
 
 }  // namespace streamattn
 
-#endif  // STREAMATTN_API_CUDA_BACKEND_H_
+#endif  // STREAMATTN_CUDA_HOST_CUDA_BACKEND_H_

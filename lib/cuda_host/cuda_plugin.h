@@ -1,8 +1,8 @@
 // Finding and checking the optional CUDA plugin (lib/cuda/plugin_abi.h). The core library never
 // links CUDA; a missing, broken or mismatched plugin is a reason to run on the CPU, never an
 // error at load time.
-#ifndef STREAMATTN_API_CUDA_PLUGIN_H_
-#define STREAMATTN_API_CUDA_PLUGIN_H_
+#ifndef STREAMATTN_CUDA_HOST_CUDA_PLUGIN_H_
+#define STREAMATTN_CUDA_HOST_CUDA_PLUGIN_H_
 
 #include <string>
 
@@ -24,4 +24,4 @@ const CudaPluginStatus& FindCudaPlugin();
 
 }  // namespace streamattn
 
-#endif  // STREAMATTN_API_CUDA_PLUGIN_H_
+#endif  // STREAMATTN_CUDA_HOST_CUDA_PLUGIN_H_
