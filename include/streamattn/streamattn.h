@@ -1,7 +1,7 @@
 /*
  * streamattn: exact softmax attention for inference, on CPUs and (when present) CUDA GPUs.
  *
- * This is the whole public C ABI. Conventions (see DESIGN.md):
+ * This is the whole public C ABI. Conventions (see docs/design.md):
  *  - Every function that can fail returns sattn_status; sattn_last_error() then gives a
  *    thread-local message that names the offending argument.
  *  - Bad input writes nothing to any output, and never crashes or aborts.
@@ -247,7 +247,7 @@ SATTN_API sattn_status sattn_attention(sattn_context* ctx, const sattn_tensor* q
 /* ------------------------------------------------------------------ merging partial results */
 
 /* Merges S partial attention results over disjoint sets of keys into the result over their
- * union (the seed's merge, in log-sum-exp form):
+ * union (the exact merge of online-softmax states, in log-sum-exp form; see docs/design.md):
  *     lse = log(sum_i exp(lse_i)),   out = sum_i exp(lse_i - lse) * o_i.
  * o_parts[i]: [batch, seq, heads, head_dim], any dtype (they may differ);
  * lse_parts[i]: [batch, heads, seq] float32, natural log. lse_i = -inf marks an empty part (the
@@ -271,7 +271,7 @@ typedef struct sattn_softmax_options {
 } sattn_softmax_options;
 
 /* Softmax over the last axis: out[r, j] = exp(in[r, j] / T) / sum_i exp(in[r, i] / T), by the
- * seed's two-pass online softmax (the state (m, l) in one read, the output in a second).
+ * two-pass online softmax (the state (m, l) in one read, the output in a second).
  * in: [n] or [rows, n], f32, f16 or bf16, any strides. out: the same shape, f32 or in's dtype;
  * out may be exactly in (in place); any other overlap is an error. options may be NULL.
  * Computed in f32 whatever the dtypes, from differences of scores, so no score overflows

@@ -1,5 +1,5 @@
-// The online-softmax state of one row, and its exact merge (the seed's "Merging partial
-// results"); the scalar definition that every vectorised kernel mirrors.
+// The online-softmax state of one row, and its exact merge ⊕ (derived in docs/design.md); the
+// scalar definition that every vectorised kernel mirrors.
 //
 // A state summarises a set of keys by (m, l, o~): m the largest score, l = sum 2^(s - m) and
 // o~ = sum 2^(s - m) v. Scores are in base-2 units (the caller has folded log2(e) into the

@@ -61,7 +61,7 @@ struct PartLanes {
   }
 
   // Moves the offset to the block's maximum when that is larger, rescaling the sums by
-  // exp2((max_old - max_new) c), the seed's rescale (0 for an empty state; a NaN sum stays NaN).
+  // exp2((max_old - max_new) c), the state's rescale (0 for an empty state; a NaN sum stays NaN).
   void Raise(D d, V block_max, V& offset, V& l0, V& l1, V& gate) {
     // A block may come here for a top-k candidate alone: skip the horizontal max then.
     if (hn::AllFalse(d, hn::Ge(block_max, gate))) return;

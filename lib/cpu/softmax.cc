@@ -1,9 +1,9 @@
-// sattn_softmax and sattn_log_softmax on the CPU: the seed's two-pass online softmax. Pass 1
+// sattn_softmax and sattn_log_softmax on the CPU: the two-pass online softmax. Pass 1
 // keeps (max, l) on SIMD lanes (softmax-inl.h) per part of a row; the parts' states fold with ⊕
 // (FoldParts) in part order. Pass 2 writes the output:
 // - log-softmax: (s − max) / T − ln l, from the scores, with no exponential;
 // - softmax into contiguous f32 rows: pass 1 also stores each term exp2((s − offset) c) against
-//   its chunk's offset (the running maximum when the chunk was read, the seed's rescale at chunk
+//   its chunk's offset (the running maximum when the chunk was read, the state's rescale at chunk
 //   granularity) and pass 2 multiplies each chunk by exp2((offset − max) c) / l. One exp2 per
 //   score. Large outputs stage the row's terms in scratch and stream the output past the caches
 //   (no read of the output's lines before they are written);

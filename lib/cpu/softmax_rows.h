@@ -54,7 +54,7 @@ struct ScoreState {
   float l = 0.0f;
 };
 
-// The row's state from its parts' states: each part becomes the seed's base-2 state
+// The row's state from its parts' states: each part becomes the base-2 online-softmax state
 // ((max_p - max) c, l_p) against the row's maximum (exactly 0 for the part that holds it), and
 // they fold with ⊕ in part order. Depends only on the parts, never on who computed them.
 inline ScoreState FoldParts(const ScoreState* parts, int64_t count, float c) {
