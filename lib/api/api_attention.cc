@@ -7,7 +7,6 @@
 #include "api/api_checks.h"
 #include "api/api_guard.h"
 #include "core/attention_args.h"
-#include "cuda_host/cuda_backend.h"
 
 namespace streamattn {
 namespace {
@@ -24,16 +23,10 @@ struct Call {
   Vector<unsigned char> host_copy;  // option values copied from the device to be checked
 };
 
-// Option values the checks must read (seqused_k, block_table, slopes, sinks): the view itself
-// on the host; a host copy when it lives on the device (one transfer, which waits for the
-// context's stream: see sattn_context_set_cuda_stream).
+// Option values the checks must read (seqused_k, block_table, slopes, sinks), from the call's
+// device; a device copy waits for the context's stream (see sattn_context_set_cuda_stream).
 Status HostReadable(Call* call, const Tensor& t, const char* name, Tensor* host) {
-  if (t.device != SATTN_DEVICE_CUDA) {
-    *host = t;
-    return Status();
-  }
-  return static_cast<const CudaBackend*>(call->ctx->cuda.get())
-      ->CopyToHost(t, name, &call->host_copy, host);
+  return call->device.backend(call->ctx)->CopyToHost(t, name, &call->host_copy, host);
 }
 
 // A [heads_q] float32 vector option (ALiBi slopes, sinks), copied out.

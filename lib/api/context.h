@@ -1,5 +1,7 @@
 // sattn_context: what a context owns (thread pool, per-worker scratch, the backends) and the
-// choice of backend. Entry points reach the backend through ActiveBackend.
+// choice of backend. Entry points reach a backend by the device of their tensors
+// (CallDevice::backend), sattn_exp2's host arrays always the cpu one; `active` is only what
+// sattn_context_get_info reports.
 #ifndef STREAMATTN_API_CONTEXT_H_
 #define STREAMATTN_API_CONTEXT_H_
 

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 
+#include "core/allocator.h"
 #include "core/attention_args.h"
 #include "core/status.h"
 #include "core/tensor.h"
@@ -53,6 +54,13 @@ class Backend {
   virtual Status Softmax(const SoftmaxArgs& args) = 0;
   virtual Status SoftmaxTopK(const SoftmaxTopKArgs& args) = 0;
   virtual Status Attention(const AttentionArgs& args) = 0;
+
+  // What validation reads of a small option tensor on this backend's device (seqused_k,
+  // block_table, ALiBi slopes, sinks): `host` gets t's shape and strides, and views either t
+  // itself, where the host reads that memory directly, or a copy in `storage`, which the caller
+  // keeps for as long as it reads `host`. `name` is the argument's, for messages.
+  virtual Status CopyToHost(const Tensor& t, const char* name, Vector<unsigned char>* storage,
+                            Tensor* host) const = 0;
 };
 
 }  // namespace streamattn

@@ -25,12 +25,10 @@ class CudaBackend final : public Backend {
   Status Softmax(const SoftmaxArgs& args) override;
   Status SoftmaxTopK(const SoftmaxTopKArgs& args) override;
   Status Attention(const AttentionArgs& args) override;
-
-  // A host copy of a small device tensor that validation must read (seqused_k, block_table,
-  // ALiBi slopes, sinks): `host` views `storage` with t's shape and strides. It waits for the
-  // work already queued on the context's stream, so a caller may fill the tensor on it.
+  // Always a copy, in `storage`. It waits for the work already queued on the context's stream,
+  // so a caller may fill the tensor on it.
   Status CopyToHost(const Tensor& t, const char* name, Vector<unsigned char>* storage,
-                    Tensor* host) const;
+                    Tensor* host) const override;
 
  private:
   const sattn_cuda_plugin* plugin_;
