@@ -11,7 +11,10 @@
 namespace streamattn {
 namespace {
 
-constexpr size_t kAttentionOptionsV1Size = sizeof(sattn_attention_options);
+// The first published sattn_attention_options ends with block_table; later fields are
+// appended after it, and an older caller's struct_size stops there.
+constexpr size_t kAttentionOptionsV1Size =
+    offsetof(sattn_attention_options, block_table) + sizeof(const sattn_tensor*);
 constexpr int64_t kMaxHeadDim = 256;
 
 // A validated call: its arguments and the device they live on.

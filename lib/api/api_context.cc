@@ -1,4 +1,5 @@
 // Context lifetime, backend choice and introspection.
+#include <algorithm>
 #include <cstddef>
 #include <cstdio>
 #include <cstdlib>
@@ -14,10 +15,14 @@
 namespace streamattn {
 namespace {
 
+// Each version's size ends at its last field, so that appending a field never turns away a
+// caller built against an older header.
 constexpr size_t kContextOptionsV1Size = offsetof(sattn_context_options, backend) + sizeof(int32_t);
 // Version 2 appended the allocator.
-constexpr size_t kContextOptionsV2Size = sizeof(sattn_context_options);
-constexpr size_t kContextInfoV1Size = sizeof(sattn_context_info);
+constexpr size_t kContextOptionsV2Size =
+    offsetof(sattn_context_options, alloc_user) + sizeof(void*);
+constexpr size_t kContextInfoV1Size =
+    offsetof(sattn_context_info, cuda_availability) + sizeof(const char*);
 constexpr int kMaxThreads = 4096;
 
 // The backend asked for: STREAMATTN_BACKEND when set, else options->backend. `source` names
@@ -152,8 +157,10 @@ Status GetInfo(const sattn_context* ctx, sattn_context_info* info) {
   filled.simd_target = ctx->simd_target;
   filled.compiled_targets = ctx->compiled_targets;
   filled.cuda_availability = ctx->cuda_availability;
-  // Fields a newer caller knows and we do not stay as the caller set them.
-  std::memcpy(static_cast<void*>(info), &filled, sizeof(filled));
+  // Fields a newer caller knows and we do not stay as the caller set them; an older caller's
+  // struct ends at its struct_size.
+  std::memcpy(static_cast<void*>(info), &filled,
+              std::min<size_t>(info->struct_size, sizeof(filled)));
   return Status();
 }
 
