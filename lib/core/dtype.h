@@ -1,5 +1,7 @@
 // Element types and their scalar conversions. The vector conversions live in the CPU kernels;
 // these are for tails, tests of odd strides and writing results (once per output element).
+// Header-only on the public header alone, so that the MPI layer (which links only the C API),
+// the CUDA plugin (nvcc), the tool and the tests name and convert dtypes by these same rules.
 #ifndef STREAMATTN_CORE_DTYPE_H_
 #define STREAMATTN_CORE_DTYPE_H_
 
@@ -26,19 +28,24 @@ inline bool IsFloatDType(DType t) { return t != DType::kI32; }
 
 inline int64_t DTypeSize(DType t) { return t == DType::kF32 || t == DType::kI32 ? 4 : 2; }
 
-inline const char* DTypeName(DType t) {
-  switch (t) {
-    case DType::kF32:
+// Takes the raw code, so that a caller's unchecked sattn_tensor::dtype can be named in the message
+// that rejects it.
+inline const char* DTypeName(int32_t code) {
+  switch (code) {
+    case SATTN_DTYPE_F32:
       return "f32";
-    case DType::kF16:
+    case SATTN_DTYPE_F16:
       return "f16";
-    case DType::kBF16:
+    case SATTN_DTYPE_BF16:
       return "bf16";
-    case DType::kI32:
+    case SATTN_DTYPE_I32:
       return "i32";
+    default:
+      return "unknown";
   }
-  return "?";
 }
+
+inline const char* DTypeName(DType t) { return DTypeName(static_cast<int32_t>(t)); }
 
 inline uint32_t FloatBits(float f) {
   uint32_t u;

@@ -2,7 +2,8 @@
 
 #include <cinttypes>
 #include <limits>
-#include <utility>
+
+#include "core/self_overlap.h"
 
 namespace streamattn {
 namespace {
@@ -124,32 +125,12 @@ Status CheckSameExtent(const Tensor& a, const char* a_name, int a_dim, const Ten
 }
 
 Status CheckNoSelfOverlap(const Tensor& t, const char* name) {
-  // Sort the dims of extent > 1 by |stride|; the view is injective if each stride is at least
-  // the extent covered by all smaller ones (sufficient, and exact for every layout a caller
-  // would build by slicing or permuting a dense buffer).
-  int order[SATTN_MAX_NDIM];
-  int count = 0;
-  for (int i = 0; i < t.ndim; ++i) {
-    if (t.shape[i] > 1) order[count++] = i;
-  }
-  auto abs_stride = [&](int i) { return t.strides[i] < 0 ? -t.strides[i] : t.strides[i]; };
-  for (int k = 1; k < count; ++k) {  // insertion sort: at most four dims
-    for (int j = k; j > 0 && abs_stride(order[j]) < abs_stride(order[j - 1]); --j) {
-      std::swap(order[j], order[j - 1]);
-    }
-  }
-  int64_t covered = 1;  // elements spanned by the dims already visited
-  for (int k = 0; k < count; ++k) {
-    const int i = order[k];
-    if (abs_stride(i) < covered) {
-      return InvalidArgument("%s.strides[%d]=%" PRId64
-                             " makes the output overlap itself (an output needs a "
-                             "distinct element for every index)",
-                             name, i, t.strides[i]);
-    }
-    covered = abs_stride(i) * (t.shape[i] - 1) + covered;
-  }
-  return Status();
+  const int i = SelfOverlappingDim(t.ndim, t.shape, t.strides);
+  if (i < 0) return Status();
+  return InvalidArgument("%s.strides[%d]=%" PRId64
+                         " makes the output overlap itself (an output needs a "
+                         "distinct element for every index)",
+                         name, i, t.strides[i]);
 }
 
 bool IsIdenticalView(const Tensor& a, const Tensor& b) {

@@ -6,6 +6,9 @@
 #include <cstring>
 #include <utility>
 
+#include "core/dtype.h"
+#include "core/self_overlap.h"
+
 namespace streamattn {
 namespace mpi {
 
@@ -20,36 +23,8 @@ Error Fail(sattn_status code, const char* format, ...) {
 }
 
 int64_t ElementSize(int32_t dtype) {
-  switch (dtype) {
-    case SATTN_DTYPE_F32:
-    case SATTN_DTYPE_I32:
-      return 4;
-    case SATTN_DTYPE_F16:
-    case SATTN_DTYPE_BF16:
-      return 2;
-    default:
-      return 0;
-  }
+  return IsKnownDType(dtype) ? DTypeSize(static_cast<DType>(dtype)) : 0;
 }
-
-namespace {
-
-const char* DTypeName(int32_t dtype) {
-  switch (dtype) {
-    case SATTN_DTYPE_F32:
-      return "f32";
-    case SATTN_DTYPE_F16:
-      return "f16";
-    case SATTN_DTYPE_BF16:
-      return "bf16";
-    case SATTN_DTYPE_I32:
-      return "i32";
-    default:
-      return "unknown";
-  }
-}
-
-}  // namespace
 
 int64_t NumElements(const sattn_tensor& t) {
   int64_t n = 1;
@@ -74,8 +49,7 @@ Error CheckView(const sattn_tensor* t, const char* name, int32_t ndim, bool floa
                 t->device);
   }
   if (t->data == nullptr) return Fail(SATTN_ERR_INVALID_ARGUMENT, "%s.data must not be NULL", name);
-  const bool is_float =
-      t->dtype == SATTN_DTYPE_F32 || t->dtype == SATTN_DTYPE_F16 || t->dtype == SATTN_DTYPE_BF16;
+  const bool is_float = IsKnownDType(t->dtype) && IsFloatDType(static_cast<DType>(t->dtype));
   if (float_only ? !is_float : t->dtype != dtype) {
     return Fail(SATTN_ERR_INVALID_ARGUMENT, "%s.dtype=%s (%d) must be %s", name,
                 DTypeName(t->dtype), t->dtype, float_only ? "f32, f16 or bf16" : DTypeName(dtype));
@@ -91,28 +65,10 @@ Error CheckExtent(const sattn_tensor& t, const char* name, int dim, int64_t want
 }
 
 Error CheckNoSelfOverlap(const sattn_tensor& t, const char* name) {
-  int order[SATTN_MAX_NDIM];
-  int count = 0;
-  for (int i = 0; i < t.ndim; ++i) {
-    if (t.shape[i] > 1) order[count++] = i;
-  }
-  auto abs_stride = [&](int i) { return t.strides[i] < 0 ? -t.strides[i] : t.strides[i]; };
-  for (int k = 1; k < count; ++k) {
-    for (int j = k; j > 0 && abs_stride(order[j]) < abs_stride(order[j - 1]); --j) {
-      std::swap(order[j], order[j - 1]);
-    }
-  }
-  int64_t covered = 1;
-  for (int k = 0; k < count; ++k) {
-    const int i = order[k];
-    if (abs_stride(i) < covered) {
-      return Fail(SATTN_ERR_INVALID_ARGUMENT,
-                  "%s.strides[%d]=%" PRId64 " makes the output overlap itself", name, i,
-                  t.strides[i]);
-    }
-    covered = abs_stride(i) * (t.shape[i] - 1) + covered;
-  }
-  return Error();
+  const int i = SelfOverlappingDim(t.ndim, t.shape, t.strides);
+  if (i < 0) return Error();
+  return Fail(SATTN_ERR_INVALID_ARGUMENT,
+              "%s.strides[%d]=%" PRId64 " makes the output overlap itself", name, i, t.strides[i]);
 }
 
 namespace {
