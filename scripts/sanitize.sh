@@ -16,11 +16,12 @@
 #         target-parameterised tests run once, on AVX2: the work split, the threads and the
 #         merge order are the same code on every target, and races are what TSan looks for.
 # asan compiles at -O1 -g1 (line tables, enough for ASan's and UBSan's reports): under
-# ASan+UBSan GCC took 333 s and 1.4 GB for lib/cpu/flash_forward.cc alone at -O2 -g, 110 s at
-# -O1 -g1; the -O2 -g build had put the CI over its 40 minutes.
-# The two files that instantiate every tile kernel on every target are built without ASan's
+# ASan+UBSan GCC took 333 s and 1.4 GB for lib/cpu/attention.cc (then flash_forward.cc) alone
+# at -O2 -g, 110 s at -O1 -g1; the -O2 -g build had put the CI over its 40 minutes.
+# The files that instantiate every tile kernel on every target are built without ASan's
 # use-after-scope check (STREAMATTN_TILE_KERNEL_COMPILE_OPTIONS in the preset): with it GCC
-# took 376 s for tests/flash_tile_test.cc alone and the build 678 s, without it 88 s and 270 s.
+# took 376 s for the kernel test (then tests/flash_tile_test.cc) alone and the build 678 s,
+# without it 88 s and 270 s.
 # nvcc's code and the static CUDA runtime are not instrumented; the main suite tests the
 # plugin's loading and faults. The MPI tests run under mpirun in the main suite.
 #

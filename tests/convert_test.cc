@@ -10,6 +10,7 @@
 #define HWY_TARGET_INCLUDE "convert_test.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 #include "hwy/highway.h"
+#include "compiled_target-inl.h"
 #include "cpu/convert-inl.h"
 #include "hwy/tests/hwy_gtest.h"
 // clang-format on
@@ -87,6 +88,7 @@ namespace {
 
 class ConvertTest : public hwy::TestWithParamTarget {};
 HWY_TARGET_INSTANTIATE_TEST_SUITE_P(ConvertTest);
+SATTN_TEST_RUNS_ON_ITS_TARGET(ConvertTest)
 HWY_EXPORT_AND_TEST_P(ConvertTest, TestEveryHalfWidensExactly);
 HWY_EXPORT_AND_TEST_P(ConvertTest, TestStridedRowsAndStores);
 HWY_EXPORT_AND_TEST_P(ConvertTest, TestNarrowingRowsRoundToNearestEven);

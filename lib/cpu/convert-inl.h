@@ -56,47 +56,77 @@ HWY_INLINE hn::Vec<DF> LoadF16AsF32(DF df, const hwy::float16_t* HWY_RESTRICT p)
   }
 }
 
-// One vector of T (float, hwy::float16_t or hwy::bfloat16_t) from p, as float.
-template <typename T, class DF>
-HWY_INLINE hn::Vec<DF> LoadAsF32(DF df, const T* HWY_RESTRICT p) {
-  if constexpr (std::is_same_v<T, float>) {
-    return hn::LoadU(df, p);
-  } else if constexpr (std::is_same_v<T, hwy::float16_t>) {
-    return LoadF16AsF32(df, p);
-  } else {
-    return hn::PromoteTo(df, hn::LoadU(hn::Rebind<hwy::bfloat16_t, DF>(), p));
+// The floating-point element types of a tensor, as the kernels read them: Load gives a vector
+// of f32 from element i of a row, LoadOne a single element (tails, strided rows). The element
+// types of K/V caches, these and any other, are chosen at one place: WithCacheElement
+// (cache_element-inl.h).
+struct F32Element {
+  using Stored = float;
+  template <class D>
+  static HWY_INLINE hn::Vec<D> Load(D d, const Stored* HWY_RESTRICT row, size_t i) {
+    return hn::LoadU(d, row + i);
+  }
+  static HWY_INLINE float LoadOne(const Stored* p) { return *p; }
+};
+
+struct F16Element {
+  using Stored = hwy::float16_t;
+  template <class D>
+  static HWY_INLINE hn::Vec<D> Load(D d, const Stored* HWY_RESTRICT row, size_t i) {
+    return LoadF16AsF32(d, row + i);
+  }
+  static HWY_INLINE float LoadOne(const Stored* p) { return LoadAsFloat(DType::kF16, p); }
+};
+
+struct BF16Element {
+  using Stored = hwy::bfloat16_t;
+  template <class D>
+  static HWY_INLINE hn::Vec<D> Load(D d, const Stored* HWY_RESTRICT row, size_t i) {
+    return hn::PromoteTo(d, hn::LoadU(hn::Rebind<hwy::bfloat16_t, D>(), row + i));
+  }
+  static HWY_INLINE float LoadOne(const Stored* p) { return LoadAsFloat(DType::kBF16, p); }
+};
+
+// Calls f with the element type of a float dtype (f32, f16, bf16); not at all for kI32, which
+// is never computed with (callers check IsFloatDType first).
+template <class F>
+HWY_INLINE void WithFloatElement(DType dtype, F&& f) {
+  switch (dtype) {
+    case DType::kF32:
+      return f(F32Element{});
+    case DType::kF16:
+      return f(F16Element{});
+    case DType::kBF16:
+      return f(BF16Element{});
+    case DType::kI32:
+      return;
   }
 }
 
-// dst[i] = row[i * stride] as float, for i < n.
+// dst[i] = row[i * stride] as float, for i < n, for a row of element type E: vectors where the
+// row is contiguous, one element at a time for the tail and for strided rows.
+template <class E, class D>
+HWY_INLINE void ConvertRow(D d, const typename E::Stored* HWY_RESTRICT row, int64_t stride,
+                           size_t n, float* HWY_RESTRICT dst) {
+  size_t i = 0;
+  if (stride == 1) {
+    if constexpr (std::is_same_v<E, F32Element>) {
+      std::memcpy(dst, row, n * sizeof(float));
+      return;
+    }
+    for (; i + hn::Lanes(d) <= n; i += hn::Lanes(d)) hn::StoreU(E::Load(d, row, i), d, dst + i);
+  }
+  for (; i < n; ++i) dst[i] = E::LoadOne(row + static_cast<int64_t>(i) * stride);
+}
+
+// dst[i] = row[i * stride] as float, for i < n, for a row of a float dtype.
 template <class D>
 HWY_INLINE void LoadRowAsF32(D d, DType dtype, const void* row, int64_t stride, size_t n,
                              float* HWY_RESTRICT dst) {
-  const size_t lanes = hn::Lanes(d);
-  size_t i = 0;
-  if (stride == 1) {
-    switch (dtype) {
-      case DType::kF32: {
-        std::memcpy(dst, row, n * sizeof(float));
-        return;
-      }
-      case DType::kF16: {
-        const auto* src = static_cast<const hwy::float16_t*>(row);
-        for (; i + lanes <= n; i += lanes) hn::StoreU(LoadAsF32(d, src + i), d, dst + i);
-        break;
-      }
-      case DType::kBF16: {
-        const auto* src = static_cast<const hwy::bfloat16_t*>(row);
-        for (; i + lanes <= n; i += lanes) hn::StoreU(LoadAsF32(d, src + i), d, dst + i);
-        break;
-      }
-      case DType::kI32:
-        return;  // not a float row: callers check IsFloatDType first
-    }
-  }
-  const char* bytes = static_cast<const char*>(row);
-  const int64_t step = stride * DTypeSize(dtype);
-  for (; i < n; ++i) dst[i] = LoadAsFloat(dtype, bytes + static_cast<int64_t>(i) * step);
+  WithFloatElement(dtype, [&](auto element) {
+    using E = decltype(element);
+    ConvertRow<E>(d, static_cast<const typename E::Stored*>(row), stride, n, dst);
+  });
 }
 
 // Lanes of f32 as bfloat16 bits (in u32 lanes), rounded to nearest even; NaN stays a quiet NaN.

@@ -26,8 +26,8 @@ namespace streamattn {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-// How A is laid out: element (r, k) at a[r * lda + k] (kRowsContiguousK: each row is contiguous
-// along k, like K rows) or at a[k * lda + r] (kColumnsContiguous: the MR rows of one k are
+// How A is laid out: element (r, k) at a[r * lda + k] (kRowsAlongK: each row is contiguous
+// along k, like K rows) or at a[k * lda + r] (kRowsAdjacent: the MR rows of one k are
 // adjacent, like P^T).
 enum class ALayout { kRowsAlongK, kRowsAdjacent };
 
@@ -130,7 +130,8 @@ constexpr size_t kVectorRegisters =
 // carry the next head's rows (kv_rows-inl.h): the lines of those this call's columns cover are
 // requested into L2 as k walks, a row per k.
 // GemmTileInline is the same, inlined into a caller that calls it for few k (decoding's
-// streamed steps of 4 keys, where a call's own costs would be a third of its work).
+// streamed steps of 4 keys, decode/stream_tiles-inl.h, where a call's own costs would be a third of
+// its work).
 template <size_t MR, size_t NV, ALayout kLayout, size_t KS = 1, class D, class BRows>
 HWY_INLINE void GemmTileInline(D d, const float* HWY_RESTRICT a, size_t lda, const BRows& b,
                                size_t k_count, float* HWY_RESTRICT c, size_t ldc,

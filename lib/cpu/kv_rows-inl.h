@@ -1,10 +1,11 @@
 // Where the tile micro-kernels read their rows of K or V from, as f32 vectors:
 //  - DenseRows: a converted tile, dense f32 rows at a fixed stride (prefill: each row is
 //    converted once per work item and then read by ~192 query rows).
-//  - CacheRows<T>: the caller's K/V rows in place, f32, f16 or bf16, one pointer per key and
-//    the conversion done in registers as each vector is loaded (decode: a row serves only a
-//    few query rows, so converting it into a tile first costs a store and a reload of twice its
-//    bytes, which made decoding compute-bound at about half the memory bandwidth).
+//  - CacheRows<E>: the caller's K/V rows in place, of a cache element type E (f32, f16, bf16:
+//    cache_element-inl.h), one pointer per key and the conversion done in registers as each vector
+//    is loaded (decode: a row serves only a few query rows, so converting it into a tile first
+//    costs a store and a reload of twice its bytes, which made decoding compute-bound at about half
+//    the memory bandwidth).
 // Both yield the same f32 values, so a kernel gives the same bytes from either.
 #if defined(STREAMATTN_CPU_KV_ROWS_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef STREAMATTN_CPU_KV_ROWS_INL_H_
@@ -16,7 +17,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "cpu/convert-inl.h"
+#include "cpu/convert-inl.h"  // the float element types
 #include "hwy/highway.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -62,8 +63,9 @@ HWY_INLINE const char* UncoveredTail(const char* row, size_t bytes) {
              : nullptr;
 }
 
-// T is float, hwy::float16_t or hwy::bfloat16_t. Each row holds at least as many elements as
-// the kernel reads (callers use this only for head dims that are whole vectors).
+// E is a cache element type (cache_element-inl.h), E::Stored what the cache holds. Each row
+// holds at least as many elements as the kernel reads (callers use this only for head dims that
+// are whole vectors).
 //
 // Reading a head's rows of a tile while the tile's keys also hold the other heads' rows ([..,
 // heads, dim] caches) is a pattern the hardware prefetchers follow poorly, so the rows also
@@ -79,11 +81,12 @@ HWY_INLINE const char* UncoveredTail(const char* row, size_t bytes) {
 //    them as the P.V walks its rows, so that requests go out through the P.V as well as the
 //    scores (3-11% faster from memory, f32 included, than requesting V during the scores,
 //    which leaves the memory idle through the P.V).
-//  - Streamed decoding tiles (flash_decode_tiles-inl.h) give both the next step's rows of
+//  - Streamed decoding tiles (decode/stream_tiles-inl.h) give both the next step's rows of
 //    their own stream, in address order, whatever the head.
 // Both also request a row's last line when the row does not start on one (UncoveredTail).
-template <typename T>
+template <class E>
 struct CacheRows {
+  using T = typename E::Stored;
   const T* const* rows;  // rows[r]: where row r's elements are, offset by `offset`
   ptrdiff_t offset;      // elements added to every row pointer: a head's offset, then a column
   // NextKey and NextValue only: the K and V rows to prefetch, row for row, and the offsets of
@@ -96,7 +99,7 @@ struct CacheRows {
   const T* Row(size_t row) const { return rows[row] + offset; }
   template <class D>
   static HWY_INLINE hn::Vec<D> Load(D d, const T* HWY_RESTRICT row, size_t i) {
-    return LoadAsF32(d, row + i);
+    return E::Load(d, row, i);
   }
   // The same rows, and rows to prefetch, from column `columns` on.
   CacheRows Columns(size_t columns) const {

@@ -1,14 +1,14 @@
-// The online-softmax step of the flash forward, on a transposed score tile S^T[key][row]: one
-// SIMD lane per query row, so the row state (m, l) lives in lanes and a tile needs no
+// The online-softmax step of both attention drivers, on a transposed score tile S^T[key][row]:
+// one SIMD lane per query row, so the row state (m, l) lives in lanes and a tile needs no
 // horizontal reduction. Per tile and row: m_new = max(m, max_c s), alpha = exp2(m - m_new),
-// p = exp2(s - m_new), l = alpha * l + sum p (the seed's block recurrence); O is rescaled by
-// alpha inside the P.V product. Cost per score: two loads, a max, an exp2, an add and a store;
-// hidden keys cost a compare and a select; ALiBi a few more ops, softcap a tanh (an exp2).
-#if defined(STREAMATTN_CPU_FLASH_SOFTMAX_INL_H_) == defined(HWY_TARGET_TOGGLE)
-#ifdef STREAMATTN_CPU_FLASH_SOFTMAX_INL_H_
-#undef STREAMATTN_CPU_FLASH_SOFTMAX_INL_H_
+// p = exp2(s - m_new), l = alpha * l + sum p (the block recurrence, docs/design.md); O is
+// rescaled by alpha inside the P.V product. Cost per score: two loads, a max, an exp2, an add and a
+// store; hidden keys cost a compare and a select; ALiBi a few more ops, softcap a tanh (an exp2).
+#if defined(STREAMATTN_CPU_TILE_SOFTMAX_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef STREAMATTN_CPU_TILE_SOFTMAX_INL_H_
+#undef STREAMATTN_CPU_TILE_SOFTMAX_INL_H_
 #else
-#define STREAMATTN_CPU_FLASH_SOFTMAX_INL_H_
+#define STREAMATTN_CPU_TILE_SOFTMAX_INL_H_
 #endif
 
 #include <cstddef>
@@ -106,8 +106,8 @@ HWY_INLINE V Exp2InPlaceAndSum(D d, float* HWY_RESTRICT p, size_t count, size_t 
 
 // Rows [0, rows) of a panel (rows a multiple of Lanes(d)) against keys [0, bc) of a tile:
 // st[c * ldst + r] holds raw products on entry and P^T on exit; m, l are the rows' states and
-// alpha receives each row's rescale factor for O. `transformed` is true when raw products are
-// not yet final base-2 scores (ALiBi, visibility), so pass 1 stores what it computed.
+// alpha receives each row's rescale factor for O. When raw products are not yet final base-2
+// scores (ALiBi, a visibility test: sc.full false or a slope), pass 1 stores what it computed.
 template <class D>
 HWY_INLINE void OnlineSoftmaxPanel(D d, const TileScoring& sc, float* HWY_RESTRICT st, size_t ldst,
                                    size_t bc, size_t rows, float* HWY_RESTRICT m,
@@ -141,7 +141,8 @@ HWY_INLINE void OnlineSoftmaxPanel(D d, const TileScoring& sc, float* HWY_RESTRI
       }
     }
     // A row that has seen nothing yet keeps m = -inf; subtracting 0 instead keeps exp2 of its
-    // hidden scores at exp2(-inf) = 0 and of a NaN score at NaN (the seed's fully masked rows).
+    // hidden scores at exp2(-inf) = 0 and of a NaN score at NaN (fully masked rows:
+    // docs/design.md).
     const V m_use = hn::IfThenElse(hn::Eq(mx, neg_inf), hn::Zero(d), mx);
     // Pass 2: probabilities and their sum.
     const V sum = Exp2InPlaceAndSum(d, st + r, bc, ldst, m_use);
@@ -206,4 +207,4 @@ HWY_INLINE void OnlineSoftmaxPacked(D d, float* HWY_RESTRICT st, size_t nb, size
 }  // namespace streamattn
 HWY_AFTER_NAMESPACE();
 
-#endif  // STREAMATTN_CPU_FLASH_SOFTMAX_INL_H_
+#endif  // STREAMATTN_CPU_TILE_SOFTMAX_INL_H_

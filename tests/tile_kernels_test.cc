@@ -1,8 +1,10 @@
-// The flash forward's tile kernels (cpu/flash_tile-inl.h) on every compiled target, against
-// plain loops: dot-product scores for any row and key count, and O += P V for any row count;
-// and the same kernels reading a cache's rows in place (kv_rows-inl.h) against the converted
-// rows: the same bytes, whatever the dtype; the packed online softmax against the panel; that
-// the rows' prefetches request every line of a row wherever it starts; and the tile shapes.
+// The attention drivers' micro-kernels on every compiled target, against scalar models: the
+// GEMM tile of both prefill products (gemm_tile-inl.h) for every register block the drivers
+// use, at edge sizes; decoding's dot-product scores (decode/dot_scores-inl.h) for any row and
+// key count; O += P V (pv_block-inl.h) for any row count; the same kernels reading a cache's
+// rows in place (kv_rows-inl.h) against the converted rows: the same bytes, whatever the
+// element type; the packed online softmax against the panel (tile_softmax-inl.h); and that the
+// rows' prefetches request every line of a row wherever it starts.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -13,13 +15,17 @@
 
 // clang-format off
 #undef HWY_TARGET_INCLUDE
-#define HWY_TARGET_INCLUDE "flash_tile_test.cc"
+#define HWY_TARGET_INCLUDE "tile_kernels_test.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 #include "hwy/highway.h"
-#include "cpu/flash_tile-inl.h"
-#include "cpu/flash_softmax-inl.h"
-#include "core/dtype.h"
+#include "compiled_target-inl.h"
+#include "cpu/attention_plan-inl.h"
+#include "cpu/decode/dot_scores-inl.h"
+#include "cpu/gemm_tile-inl.h"
 #include "cpu/kv_rows-inl.h"
+#include "cpu/pv_block-inl.h"
+#include "cpu/tile_softmax-inl.h"
+#include "core/dtype.h"
 #include "hwy/tests/hwy_gtest.h"
 // clang-format on
 
@@ -32,6 +38,121 @@ std::vector<float> RandomVector(std::mt19937& rng, size_t n) {
   std::vector<float> v(n);
   for (float& x : v) x = u(rng);
   return v;
+}
+
+// GemmTile<MR, NV, kLayout, KS> against a scalar model, in the manner of XNNPACK's GEMM
+// testers: the sizes and modes are set, then Test() runs the micro-kernel on random A, B and C
+// with padded strides and checks C and the canaries around it.
+template <size_t MR, size_t NV, ALayout kLayout, size_t KS>
+class GemmTileTester {
+ public:
+  GemmTileTester& k(size_t k) { return k_ = k, *this; }
+  GemmTileTester& scale_rows(bool on) { return scale_rows_ = on, *this; }
+  GemmTileTester& add_to_c(bool on) { return add_to_c_ = on, *this; }
+
+  template <class D>
+  void Test(D d, std::mt19937& rng) const {
+    const size_t N = hn::Lanes(d), width = NV * N;
+    // A is MR x k: rows along k (lda >= k) or rows adjacent (lda >= MR), padding NaN so that a
+    // read outside the block poisons the result.
+    const size_t lda = kLayout == ALayout::kRowsAlongK ? k_ + 3 : MR + 2;
+    std::vector<float> a = RandomVector(rng, (kLayout == ALayout::kRowsAlongK ? MR : k_) * lda);
+    auto at = [&](size_t r, size_t kk) -> float& {
+      return kLayout == ALayout::kRowsAlongK ? a[r * lda + kk] : a[kk * lda + r];
+    };
+    const size_t a_rows = kLayout == ALayout::kRowsAlongK ? MR : k_;
+    const size_t a_used = kLayout == ALayout::kRowsAlongK ? k_ : MR;
+    for (size_t i = 0; i < a_rows; ++i) std::fill(&a[i * lda + a_used], &a[i * lda] + lda, NAN);
+    const size_t ldb = width + N, ldc = width + N;
+    std::vector<float> b = RandomVector(rng, k_ * ldb);
+    for (size_t kk = 0; kk < k_; ++kk) std::fill(&b[kk * ldb + width], &b[kk * ldb] + ldb, NAN);
+    std::vector<float> c = RandomVector(rng, MR * ldc);
+    for (size_t r = 0; r < MR; ++r)
+      std::fill(c.begin() + r * ldc + width, c.begin() + (r + 1) * ldc, NAN);
+    const std::vector<float> scale = RandomVector(rng, MR);
+    std::vector<double> want(MR * width), magnitude(MR * width);
+    for (size_t r = 0; r < MR; ++r) {
+      for (size_t j = 0; j < width; ++j) {
+        double acc = 0.0, size = 0.0;
+        if (scale_rows_) {
+          acc = double{c[r * ldc + j]} * scale[r];
+        } else if (add_to_c_) {
+          acc = c[r * ldc + j];
+        }
+        size = std::abs(acc);
+        for (size_t kk = 0; kk < k_; ++kk) {
+          const double term = double{at(r, kk)} * b[kk * ldb + j];
+          acc += term, size += std::abs(term);
+        }
+        want[r * width + j] = acc, magnitude[r * width + j] = size;
+      }
+    }
+    GemmTile<MR, NV, kLayout, KS>(d, a.data(), lda, DenseRows{b.data(), ldb}, k_, c.data(), ldc,
+                                  scale_rows_ ? scale.data() : nullptr, add_to_c_);
+    for (size_t r = 0; r < MR; ++r) {
+      for (size_t j = 0; j < width; ++j) {
+        ASSERT_NEAR(c[r * ldc + j], want[r * width + j], 1e-6 * (1.0 + magnitude[r * width + j]))
+            << "MR " << MR << " NV " << NV << " KS " << KS << " k " << k_ << " row " << r
+            << " column " << j
+            << (scale_rows_ ? " scaled"
+                : add_to_c_ ? " added"
+                            : "");
+      }
+      for (size_t j = width; j < ldc; ++j) {
+        ASSERT_TRUE(std::isnan(c[r * ldc + j])) << "wrote past the block, row " << r;
+      }
+    }
+  }
+
+ private:
+  size_t k_ = 1;
+  bool scale_rows_ = false, add_to_c_ = false;
+};
+
+// Every k from 1 (KS = 2's odd tail included) to past a few vectors, and head dims.
+const size_t kGemmDepths[] = {1, 2, 3, 4, 7, 16, 33, 128};
+
+// The prefill scores' blocks: kMrS keys (rows of K along head_dim) x 1..kNvS vectors of query
+// rows, C written (no scale, no add).
+template <size_t NV, class D>
+void CheckScoreBlock(D d, std::mt19937& rng) {
+  for (size_t k : kGemmDepths) {
+    GemmTileTester<kMrS, NV, ALayout::kRowsAlongK, 1>().k(k).Test(d, rng);
+  }
+}
+
+// The P.V blocks: MR rows of P^T (a key's rows adjacent) x NV vectors of head_dim, O scaled by
+// the rows' alpha or added to, with the second accumulator set where the drivers use it.
+template <size_t MR, size_t NV, class D>
+void CheckPVBlock(D d, std::mt19937& rng) {
+  constexpr size_t kKeySets = MR * NV < 8 ? 2 : 1;
+  for (size_t k : kGemmDepths) {
+    GemmTileTester<MR, NV, ALayout::kRowsAdjacent, kKeySets>().k(k).scale_rows(true).Test(d, rng);
+    GemmTileTester<MR, NV, ALayout::kRowsAdjacent, kKeySets>().k(k).add_to_c(true).Test(d, rng);
+    GemmTileTester<MR, NV, ALayout::kRowsAdjacent, kKeySets>().k(k).Test(d, rng);
+  }
+}
+
+template <size_t MR, class D>
+void CheckPVBlocksOfRows(D d, std::mt19937& rng) {
+  CheckPVBlock<MR, 1>(d, rng);
+  CheckPVBlock<MR, 2>(d, rng);
+  if constexpr (PVVectors<MR>() >= 3) CheckPVBlock<MR, 3>(d, rng);
+  if constexpr (PVVectors<MR>() >= 4) CheckPVBlock<MR, 4>(d, rng);
+}
+
+void TestGemmTileBlocks() {
+  const hn::ScalableTag<float> d;
+  std::mt19937 rng(4);
+  CheckScoreBlock<1>(d, rng);
+  CheckScoreBlock<2>(d, rng);
+  CheckScoreBlock<kNvS>(d, rng);
+  CheckPVBlocksOfRows<1>(d, rng);
+  CheckPVBlocksOfRows<2>(d, rng);
+  CheckPVBlocksOfRows<3>(d, rng);
+  if constexpr (kMrP >= 4) CheckPVBlocksOfRows<4>(d, rng);
+  if constexpr (kMrP >= 5) CheckPVBlocksOfRows<5>(d, rng);
+  if constexpr (kMrP >= 6) CheckPVBlocksOfRows<6>(d, rng);
 }
 
 void TestDotScores() {
@@ -91,8 +212,9 @@ void TestAccumulatePV() {
 // Rows of `dim` elements of T, `stride` apart, holding values that T represents exactly, and
 // the same values as dense f32 rows; pointers[r] points at row r, out of order in memory so
 // the kernels cannot assume a stride (a paged cache's rows).
-template <typename T>
+template <class E>
 struct CacheRowsFixture {
+  using T = typename E::Stored;
   std::vector<T> storage;
   std::vector<const T*> pointers;
   std::vector<float> dense;
@@ -122,15 +244,15 @@ struct CacheRowsFixture {
   }
 };
 
-template <typename T>
+template <class E>
 void CheckCacheRowsMatchDenseRows() {
   const hn::ScalableTag<float> d;
   const size_t lanes = hn::Lanes(d);
   std::mt19937 rng(7);
   const size_t dim = RoundUp(128, lanes), keys = 12, ldst = 8 + 4;
-  CacheRowsFixture<T> cache(rng, keys, dim), next(rng, keys, dim);
+  CacheRowsFixture<E> cache(rng, keys, dim), next(rng, keys, dim);
   const DenseRows dense{cache.dense.data(), dim};
-  const CacheRows<T> in_place{cache.pointers.data(), 0, next.pointers.data(), next.pointers.data()};
+  const CacheRows<E> in_place{cache.pointers.data(), 0, next.pointers.data(), next.pointers.data()};
   for (size_t rows = 1; rows <= 7; rows += 3) {
     const std::vector<float> q = RandomVector(rng, rows * dim);
     std::vector<float> want(keys * ldst, 0.0f), got(keys * ldst, 0.0f);
@@ -152,9 +274,9 @@ void CheckCacheRowsMatchDenseRows() {
 }
 
 void TestCacheRowsMatchDenseRows() {
-  CheckCacheRowsMatchDenseRows<float>();
-  CheckCacheRowsMatchDenseRows<hwy::float16_t>();
-  CheckCacheRowsMatchDenseRows<hwy::bfloat16_t>();
+  CheckCacheRowsMatchDenseRows<F32Element>();
+  CheckCacheRowsMatchDenseRows<F16Element>();
+  CheckCacheRowsMatchDenseRows<BF16Element>();
 }
 
 // The packed online softmax (decoding's few rows per head, keys side by side in a vector)
@@ -226,60 +348,6 @@ void TestUncoveredTailCompletesTheRowsLines() {
   }
 }
 
-// A contiguous [batch, seq, heads, dim] view of no data: MakeFlashConfig reads only shapes,
-// strides and dtypes.
-Tensor ShapeOnly(DType dtype, int64_t seq, int64_t heads, int64_t dim) {
-  Tensor t;
-  t.dtype = dtype, t.ndim = 4;
-  t.shape[1] = seq, t.shape[2] = heads, t.shape[3] = dim;
-  t.strides[3] = 1, t.strides[2] = dim, t.strides[1] = heads * dim,
-  t.strides[0] = seq * heads * dim;
-  return t;
-}
-
-AttentionArgs ArgsOf(int64_t seq_q, int64_t heads_q, int64_t heads_kv, int64_t dim, DType kv) {
-  AttentionArgs a;
-  a.batch = 1, a.seq_q = seq_q, a.seq_k = 4096, a.heads_q = heads_q, a.heads_kv = heads_kv;
-  a.head_dim = a.head_dim_v = dim, a.group = heads_q / heads_kv;
-  a.q = ShapeOnly(DType::kF32, seq_q, heads_q, dim);
-  a.k = ShapeOnly(kv, a.seq_k, heads_kv, dim), a.v = ShapeOnly(kv, a.seq_k, heads_kv, dim);
-  return a;
-}
-
-// GEMM score panels are as few vectors wide as pad a work item's rows least (decoding's 16 or
-// 32 rows per kv head must not pad to the prefill's 48), and decoding tiles of several kv
-// heads hold at least kDecodeHeadTileBytes of K rows per head.
-void TestTileShapesFitTheWork() {
-  const hn::ScalableTag<float> d;
-  const size_t lanes = hn::Lanes(d);
-  for (int64_t seq_q : {1, 2, 3, 4, 5, 8, 12, 16, 200}) {
-    for (auto [hq, hkv] : {std::pair<int64_t, int64_t>{8, 8}, {32, 8}, {32, 2}, {32, 1}}) {
-      const FlashConfig c = MakeFlashConfig(d, ArgsOf(seq_q, hq, hkv, 128, DType::kF16));
-      const size_t rows = static_cast<size_t>(c.positions * (hq / hkv));
-      ASSERT_EQ(c.panel_rows, c.panel_vectors * lanes);
-      ASSERT_EQ(c.rows_pad % c.panel_rows, 0u);
-      if (c.dot_scores) continue;
-      size_t least = RoundUp(rows, kNvS * lanes);
-      for (size_t nv = 1; nv < kNvS; ++nv) least = std::min(least, RoundUp(rows, nv * lanes));
-      EXPECT_EQ(c.rows_pad, least) << rows << " rows";
-      EXPECT_GE(c.panel_vectors, 1u);
-      EXPECT_LE(c.panel_vectors, kNvS);
-    }
-  }
-  // The prefill's items of 192 rows keep the widest panels.
-  EXPECT_EQ(MakeFlashConfig(d, ArgsOf(4096, 32, 8, 128, DType::kF16)).panel_vectors, kNvS);
-  for (DType kv : {DType::kF16, DType::kBF16, DType::kF32}) {
-    for (int64_t dim : {64, 128, 256}) {
-      const FlashConfig c = MakeFlashConfig(d, ArgsOf(1, 32, 8, dim, kv));
-      ASSERT_EQ(c.heads, 8);
-      const size_t row_bytes = c.dim_pad * static_cast<size_t>(DTypeSize(kv));
-      EXPECT_GE(c.keys_per_tile * row_bytes, std::min(kDecodeHeadTileBytes, 16 * row_bytes));
-      EXPECT_LE(c.keys_per_tile, kKeysPerTile);
-      EXPECT_EQ(c.keys_per_tile % 8, 0u);
-    }
-  }
-}
-
 }  // namespace HWY_NAMESPACE
 }  // namespace streamattn
 HWY_AFTER_NAMESPACE();
@@ -288,14 +356,15 @@ HWY_AFTER_NAMESPACE();
 namespace streamattn {
 namespace {
 
-class FlashTileTest : public hwy::TestWithParamTarget {};
-HWY_TARGET_INSTANTIATE_TEST_SUITE_P(FlashTileTest);
-HWY_EXPORT_AND_TEST_P(FlashTileTest, TestDotScores);
-HWY_EXPORT_AND_TEST_P(FlashTileTest, TestAccumulatePV);
-HWY_EXPORT_AND_TEST_P(FlashTileTest, TestCacheRowsMatchDenseRows);
-HWY_EXPORT_AND_TEST_P(FlashTileTest, TestOnlineSoftmaxPackedMatchesPanel);
-HWY_EXPORT_AND_TEST_P(FlashTileTest, TestUncoveredTailCompletesTheRowsLines);
-HWY_EXPORT_AND_TEST_P(FlashTileTest, TestTileShapesFitTheWork);
+class TileKernelsTest : public hwy::TestWithParamTarget {};
+HWY_TARGET_INSTANTIATE_TEST_SUITE_P(TileKernelsTest);
+SATTN_TEST_RUNS_ON_ITS_TARGET(TileKernelsTest)
+HWY_EXPORT_AND_TEST_P(TileKernelsTest, TestGemmTileBlocks);
+HWY_EXPORT_AND_TEST_P(TileKernelsTest, TestDotScores);
+HWY_EXPORT_AND_TEST_P(TileKernelsTest, TestAccumulatePV);
+HWY_EXPORT_AND_TEST_P(TileKernelsTest, TestCacheRowsMatchDenseRows);
+HWY_EXPORT_AND_TEST_P(TileKernelsTest, TestOnlineSoftmaxPackedMatchesPanel);
+HWY_EXPORT_AND_TEST_P(TileKernelsTest, TestUncoveredTailCompletesTheRowsLines);
 
 }  // namespace
 }  // namespace streamattn

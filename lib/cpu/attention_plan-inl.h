@@ -1,0 +1,158 @@
+// What runs for one sattn_attention call on the CPU, and in what shapes: the path (prefill or
+// decode, ChooseAttentionPath), the work items (query positions x kv heads), the key tiles and
+// the register blocks of this target. Computed once per call (MakeAttentionPlan) from shapes,
+// strides and dtypes only, so it never depends on timing or the thread count; the worker
+// scratch is laid out from it (attention_scratch-inl.h).
+#if defined(STREAMATTN_CPU_ATTENTION_PLAN_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef STREAMATTN_CPU_ATTENTION_PLAN_INL_H_
+#undef STREAMATTN_CPU_ATTENTION_PLAN_INL_H_
+#else
+#define STREAMATTN_CPU_ATTENTION_PLAN_INL_H_
+#endif
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+
+#include "core/attention_args.h"
+#include "cpu/convert-inl.h"
+#include "cpu/gemm_tile-inl.h"
+#include "hwy/highway.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace streamattn {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+// Register blocks for this target (see gemm_tile-inl.h): S^T blocks are kMrS keys x up to kNvS
+// vectors of query rows, P.V blocks up to kMrP query rows x up to kNvP vectors of head_dim
+// (PVVectors, pv_block-inl.h: 3 for blocks of 3 or 4 rows on 16 registers).
+constexpr size_t kNvS = 3;
+constexpr size_t kMrS = kVectorRegisters >= 32 ? 8 : 4;
+constexpr size_t kMrP = HWY_TARGET == HWY_SCALAR ? 3 : 6;
+constexpr size_t kNvP = kVectorRegisters >= 32 ? 4 : 2;
+constexpr size_t kKeysPerTile = 128;  // keys per tile and head; a multiple of kMrS and 4
+// Keys per step of decoding's streamed tiles (decode/stream_tiles-inl.h): a DotBlock's keys.
+constexpr size_t kStreamStepKeys = 4;
+// The most bytes of K rows (8 kv heads of head_dim 128 in f16, or of head_dim 64 in f32) a
+// streamed step reads. Steps of twice that, 8 kv heads of head_dim 128 in f32, decoded 4-8%
+// slower streamed than tile by tile (20% when paged) on a Sapphire Rapids host; those tiles
+// hold only 4 steps.
+constexpr size_t kStreamStepBytes = 8192;
+// Targets that stream: x86 from AVX2 on. With 16 registers (AVX2) the steps' fixed register
+// blocks are smaller for 4 rows per head (StreamStep); alternated against tile by tile on a
+// Sapphire Rapids host forced to AVX2 (2 threads, 32768 keys, 8 kv heads): from memory 1.17-1.27x
+// as fast with 1 or 2 rows per head (f16, bf16; f32 of head_dim 64 1.14x), 1.05-1.07x with 4;
+// from L2 1.45-1.56x with 1 or 2 rows, 0.93-0.99x with 4. (Through the general path's calls
+// per 4 keys, AVX2 had run 23-37% slower streamed.) Arm's 32 registers would take the fixed
+// blocks too, but no Arm host has measured them yet.
+constexpr bool kStreamTilesOnTarget = HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2;
+// Decoding work items of several kv heads take at least this many bytes of K rows per head
+// and tile (32 keys of head_dim 128 in f16, 64 of head_dim 64): with kKeysPerTile / heads, 16
+// keys for 8 kv heads, each head's per-tile work (the softmax's reductions, the P.V's reload
+// of O) took a larger share: from memory on a Zen 4 host, 3-5% slower at head_dim 128 and
+// 18-38% at head_dim 64 in f16. f32 rows of head_dim 128 stay at 16 keys, which measured
+// 5-7% faster than 32.
+constexpr size_t kDecodeHeadTileBytes = 8192;
+constexpr int64_t kTargetRows = 192;  // rows per work item: amortises the K/V conversion
+
+inline size_t RoundUp(size_t x, size_t m) { return (x + m - 1) / m * m; }
+
+// The two drivers. Prefill (prefill/prefill_driver-inl.h): converted K/V tiles and GEMM
+// scores, one lane per query row. Decode (decode/decode_driver-inl.h): dot-product scores,
+// the cache read in place where it can be.
+enum class AttentionPath { kPrefill, kDecode };
+
+// Decode when a work item has fewer query rows per kv head than a vector has lanes (one
+// position of MHA or GQA groups up to 8 on AVX-512; speculative decoding of a few tokens):
+// the GEMM would leave most lanes idle, and each K/V element serves so few rows that converting
+// it into a tile (a store and a reload) costs more than reading the cache in place. Everything
+// else, prefill, chunked prefill and decoding of large GQA groups (16 or 32 rows per kv head)
+// included, has a vector of rows to fill the GEMM's lanes and reuses each converted element.
+inline AttentionPath ChooseAttentionPath(size_t rows_per_kv_head, size_t lanes) {
+  return rows_per_kv_head < lanes ? AttentionPath::kDecode : AttentionPath::kPrefill;
+}
+
+// A work item covers `heads` kv heads: one for prefill (its 192 rows reuse each K/V tile
+// enough), all of them when every query of a sequence fits one item of few rows (decoding:
+// up to 64 rows, all of seq_q), so a tile's keys are read for every head at once, sequentially
+// through the cache, instead of one head's rows at a stride the hardware prefetchers do not
+// follow.
+struct AttentionPlan {
+  AttentionPath path;
+  size_t lanes;
+  size_t panel_vectors;  // vectors of rows per S^T panel: 1..kNvS (prefill) or 1 (decode)
+  size_t panel_rows;     // panel_vectors * lanes
+  size_t rows_pad;       // rows of a work item per head, padded to whole panels
+  size_t dim, dim_pad, dim_v_pad;
+  int64_t positions;     // query positions per work item
+  int64_t heads;         // kv heads per work item
+  size_t keys_per_tile;  // a multiple of kMrS and 4
+  // Decode only. Whole tiles' K and V rows are read from the cache in place (kv_rows-inl.h)
+  // rather than converted first: head dims of whole vectors, unit element strides, one dtype.
+  bool cache_in_place;
+  // In-place tiles pack their scores densely, key after key (OnlineSoftmaxPacked): the rows
+  // per head divide the lanes, both powers of two, and there is no ALiBi.
+  bool packed_scores;
+  // Runs of whole packed tiles stream (decode/stream_tiles-inl.h): up to 4 rows per head, and
+  // a step's rows of one stream (K or V) take at most kStreamStepBytes. With 8 rows per head
+  // (64 query heads over 8, in f16) decoding is bound by the arithmetic, which the streamed
+  // steps add to: 12% slower streamed on a Sapphire Rapids host (2 kv heads: 9% faster).
+  bool stream_tiles;
+  // Packed scores: floats from one head's score buffer to the next's.
+  size_t packed_st_stride;
+
+  bool decode() const { return path == AttentionPath::kDecode; }
+};
+
+template <class D>
+AttentionPlan MakeAttentionPlan(D d, const AttentionArgs& a) {
+  AttentionPlan c;
+  c.lanes = hn::Lanes(d);
+  c.positions = std::min<int64_t>(a.seq_q, std::max<int64_t>(1, kTargetRows / a.group));
+  const size_t rows = static_cast<size_t>(c.positions * a.group);
+  c.path = ChooseAttentionPath(rows, c.lanes);
+  // GEMM panels of 3, 2 or 1 vectors, whichever pads the rows least (the widest on a tie):
+  // decoding's 16 or 32 rows per kv head (GQA groups of 16, MQA, speculative decoding) would
+  // pad to 48 and waste half the scores' products or more.
+  c.panel_vectors = c.decode() ? 1 : kNvS;
+  for (size_t nv = c.panel_vectors; nv >= 1; --nv) {
+    if (RoundUp(rows, nv * c.lanes) < RoundUp(rows, c.panel_vectors * c.lanes)) {
+      c.panel_vectors = nv;
+    }
+  }
+  c.panel_rows = c.panel_vectors * c.lanes;
+  c.rows_pad = RoundUp(rows, c.panel_rows);
+  c.dim = static_cast<size_t>(a.head_dim);
+  c.dim_pad = RoundUp(c.dim, c.lanes);
+  c.dim_v_pad = RoundUp(static_cast<size_t>(a.head_dim_v), c.lanes);
+  // Decoding, speculative decoding included: all of seq_q fits one work item of few rows.
+  c.heads = rows <= 64 && c.positions == a.seq_q ? a.heads_kv : 1;
+  size_t keys = kKeysPerTile / static_cast<size_t>(c.heads);
+  if (c.heads > 1) {
+    keys = std::max(keys,
+                    kDecodeHeadTileBytes / (c.dim_pad * static_cast<size_t>(DTypeSize(a.k.dtype))));
+  }
+  c.keys_per_tile = std::min(kKeysPerTile, std::max<size_t>(16, keys)) / 8 * 8;
+  // Reading the cache in place is compiled only where f16 converts by an instruction
+  // (kNativeF16: AVX2 and up, Arm): its per-dtype micro-kernels would more than double the
+  // compile time of the older targets.
+  c.cache_in_place = kNativeF16 && c.decode() && c.dim == c.dim_pad &&
+                     static_cast<size_t>(a.head_dim_v) == c.dim_v_pad && a.k.stride(3) == 1 &&
+                     a.v.stride(3) == 1 && a.k.dtype == a.v.dtype;
+  const bool lanes_power_of_two = (c.lanes & (c.lanes - 1)) == 0;
+  c.packed_scores = c.cache_in_place && lanes_power_of_two && c.lanes % rows == 0 &&
+                    (rows & (rows - 1)) == 0 && a.alibi_slopes.empty();
+  c.stream_tiles = kStreamTilesOnTarget && c.packed_scores && rows <= 4 &&
+                   kStreamStepKeys * static_cast<size_t>(c.heads) * c.dim_pad *
+                           static_cast<size_t>(DTypeSize(a.k.dtype)) <=
+                       kStreamStepBytes;
+  c.packed_st_stride = RoundUp(c.keys_per_tile * rows, c.lanes);
+  return c;
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace streamattn
+HWY_AFTER_NAMESPACE();
+
+#endif  // STREAMATTN_CPU_ATTENTION_PLAN_INL_H_

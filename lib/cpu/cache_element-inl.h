@@ -1,0 +1,98 @@
+// How the attention kernels read a K/V cache: the element type its dtype maps to, chosen here
+// and nowhere else (WithCacheElement), and a tile of it converted to dense f32 (ConvertKeyTile:
+// every tile of prefill's f32 tile kernel, the edge tiles of decoding).
+//
+// An element type (convert-inl.h has the float ones) names its stored type and loads a
+// vector of f32 from element i of a row (Load: decoding reads the cache in place and converts
+// in registers, kv_rows-inl.h) or one element alone (LoadOne: tails and strided rows). A new
+// cache format is a file defining its element type and one case in WithCacheElement; the
+// drivers, the state, the merge, masks, paging and split-KV do not change (docs/design.md
+// works through an example).
+#if defined(STREAMATTN_CPU_CACHE_ELEMENT_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef STREAMATTN_CPU_CACHE_ELEMENT_INL_H_
+#undef STREAMATTN_CPU_CACHE_ELEMENT_INL_H_
+#else
+#define STREAMATTN_CPU_CACHE_ELEMENT_INL_H_
+#endif
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <utility>
+
+#include "core/attention_args.h"
+#include "cpu/attention_plan-inl.h"
+#include "cpu/convert-inl.h"
+#include "hwy/highway.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace streamattn {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+// Calls f with a value of the element type of a cache of `dtype`: today the float dtypes
+// (F32Element, F16Element, BF16Element). A format that is not a plain float dtype gets its
+// case here, before them.
+template <class F>
+HWY_INLINE void WithCacheElement(DType dtype, F&& f) {
+  WithFloatElement(dtype, std::forward<F>(f));
+}
+
+// Converts keys [k0, k0 + nb) of kv heads [hkv_begin, hkv_begin + plan.heads) of sequence b to
+// dense f32, key after key and head after head, so the reads sweep the cache in address order
+// (contiguous or paged alike). The tile is key-major: head h's row of key c is at
+// k_tile + (c * heads + h) * dim_pad (a head's rows are heads * dim_pad apart), V likewise;
+// K rows past nb, to nb_pad, are zero.
+// Converts row(s) of key `key` of tensor t (k or v) for kv heads [hkv_begin, hkv_begin +
+// heads) into `rows`, rows of `dim` elements `dim_pad` apart (the padding zeroed). When a key's
+// heads are one dense run of elements (the usual [.., heads_kv, dim] layout with unpadded
+// dims), one conversion covers all of them.
+template <class E, class D>
+HWY_INLINE void ConvertKeyRows(D d, const AttentionArgs& a, const Tensor& t, int64_t b, int64_t key,
+                               int64_t hkv_begin, size_t heads, size_t dim, size_t dim_pad,
+                               float* HWY_RESTRICT rows) {
+  using Stored = typename E::Stored;
+  if (dim == dim_pad && t.stride(3) == 1 &&
+      (heads == 1 || t.stride(2) == static_cast<int64_t>(dim))) {
+    ConvertRow<E>(d, static_cast<const Stored*>(a.KeyRow(t, b, key, hkv_begin)), 1, heads * dim,
+                  rows);
+    return;
+  }
+  for (size_t h = 0; h < heads; ++h) {
+    float* row = rows + h * dim_pad;
+    const int64_t head = hkv_begin + static_cast<int64_t>(h);
+    ConvertRow<E>(d, static_cast<const Stored*>(a.KeyRow(t, b, key, head)), t.stride(3), dim, row);
+    std::fill(row + dim, row + dim_pad, 0.0f);
+  }
+}
+
+// Converts keys [k0, k0 + nb) of kv heads [hkv_begin, hkv_begin + plan.heads) of sequence b to
+// dense f32, key after key (its K rows, then its V rows) and head after head, so the reads
+// sweep the cache in address order (contiguous or paged alike). The tile is key-major: head
+// h's row of key c is at k_tile + (c * heads + h) * dim_pad (a head's rows are heads * dim_pad
+// apart), V likewise; K rows past nb, to nb_pad, are zero.
+template <class D>
+HWY_INLINE void ConvertKeyTile(D d, const AttentionArgs& a, const AttentionPlan& plan, int64_t b,
+                               int64_t hkv_begin, int64_t k0, size_t nb, size_t nb_pad,
+                               float* HWY_RESTRICT k_tile, float* HWY_RESTRICT v_tile) {
+  const size_t heads = static_cast<size_t>(plan.heads);
+  const size_t dim_v = static_cast<size_t>(a.head_dim_v);
+  WithCacheElement(a.k.dtype, [&](auto k_element) {
+    WithCacheElement(a.v.dtype, [&](auto v_element) {
+      for (size_t c = 0; c < nb; ++c) {
+        const int64_t key = k0 + static_cast<int64_t>(c);
+        ConvertKeyRows<decltype(k_element)>(d, a, a.k, b, key, hkv_begin, heads, plan.dim,
+                                            plan.dim_pad, k_tile + c * heads * plan.dim_pad);
+        ConvertKeyRows<decltype(v_element)>(d, a, a.v, b, key, hkv_begin, heads, dim_v,
+                                            plan.dim_v_pad, v_tile + c * heads * plan.dim_v_pad);
+      }
+    });
+  });
+  std::fill(k_tile + nb * heads * plan.dim_pad, k_tile + nb_pad * heads * plan.dim_pad, 0.0f);
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace streamattn
+HWY_AFTER_NAMESPACE();
+
+#endif  // STREAMATTN_CPU_CACHE_ELEMENT_INL_H_

@@ -1,0 +1,106 @@
+// The prefill tile kernel of f32 FMAs, on every target: each K/V tile converted once to dense
+// f32 (ConvertKeyTile), the queries packed as Q^T panels of f32, and both products by GemmTile:
+// S^T = K . Q^T (kMrS keys x up to kNvS vectors of query rows per register block) and
+// O = alpha O + P V (AccumulateTilePV). Cost per key and head: head_dim FMAs per vector of rows
+// for each product, plus one conversion of each K/V element per work item of ~192 rows.
+//
+// A tile kernel is a struct with these four members (PackQueries, LoadTile, ScorePanel,
+// AccumulatePV) that the prefill driver is instantiated with; prefill/tile_kernels-inl.h
+// chooses one per call.
+#if defined(STREAMATTN_CPU_PREFILL_F32_FMA_TILES_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef STREAMATTN_CPU_PREFILL_F32_FMA_TILES_INL_H_
+#undef STREAMATTN_CPU_PREFILL_F32_FMA_TILES_INL_H_
+#else
+#define STREAMATTN_CPU_PREFILL_F32_FMA_TILES_INL_H_
+#endif
+
+#include <cstddef>
+#include <cstdint>
+
+#include "core/attention_args.h"
+#include "cpu/attention_plan-inl.h"
+#include "cpu/attention_scratch-inl.h"
+#include "cpu/cache_element-inl.h"
+#include "cpu/gemm_tile-inl.h"
+#include "cpu/kv_rows-inl.h"
+#include "cpu/tile_update-inl.h"
+#include "cpu/work_item-inl.h"
+#include "hwy/highway.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace streamattn {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+struct F32FmaTiles {
+  // Kv head hkv's query rows, scaled (QueryScale), as Q^T panels: panel p's element i of its
+  // panel_rows rows at q + p * dim * panel_rows + i * panel_rows. Padding rows are zero.
+  template <class D>
+  static void PackQueries(D d, const AttentionArgs& a, const AttentionPlan& plan,
+                          const WorkItem& item, int64_t hkv, float* HWY_RESTRICT q,
+                          float* HWY_RESTRICT row) {
+    const float scale = QueryScale(a);
+    const size_t rows = item.Rows(a), step = plan.panel_rows;
+    for (size_t r = 0; r < plan.rows_pad; ++r) {
+      float* column = q + (r / step) * plan.dim * step + r % step;
+      if (r >= rows) {
+        for (size_t i = 0; i < plan.dim; ++i) column[i * step] = 0.0f;
+        continue;
+      }
+      LoadQueryRow(d, a, plan, item, hkv, r, row);
+      for (size_t i = 0; i < plan.dim; ++i) column[i * step] = row[i] * scale;
+    }
+  }
+
+  // The tile's K and V rows of the item's kv heads, converted to dense f32 in s.k_tile and
+  // s.v_tile (key-major, ConvertKeyTile).
+  template <class D>
+  static void LoadTile(D d, const AttentionArgs& a, const AttentionPlan& plan, const WorkItem& item,
+                       const TileKeys& tile, const AttentionScratch& s) {
+    ConvertKeyTile(d, a, plan, item.b, item.hkv_begin, tile.k0, tile.nb, tile.nb_pad, s.k_tile,
+                   s.v_tile);
+  }
+
+  // Raw products of panel p of the item's h-th kv head against the tile: S^T[key][row] in
+  // s.scores (rows_pad apart), keys to tile.nb_pad.
+  template <class D>
+  static void ScorePanel(D d, const AttentionPlan& plan, size_t p, int64_t h, const TileKeys& tile,
+                         const AttentionScratch& s, const HeadScratch& head) {
+    const size_t R = plan.rows_pad, ldk = static_cast<size_t>(plan.heads) * plan.dim_pad;
+    const DenseRows keys{s.k_tile + static_cast<size_t>(h) * plan.dim_pad, ldk};
+    const DenseRows qt_panel{head.q + p * plan.dim * plan.panel_rows, plan.panel_rows};
+    for (size_t c = 0; c < tile.nb_pad; c += kMrS) {
+      const float* k = keys.Row(c);
+      float* out = s.scores + c * R + p * plan.panel_rows;
+      switch (plan.panel_vectors) {
+        case 1:
+          GemmTile<kMrS, 1, ALayout::kRowsAlongK>(d, k, ldk, qt_panel, plan.dim, out, R, nullptr);
+          break;
+        case 2:
+          GemmTile<kMrS, 2, ALayout::kRowsAlongK>(d, k, ldk, qt_panel, plan.dim, out, R, nullptr);
+          break;
+        default:
+          static_assert(kNvS == 3, "one case per panel width");
+          GemmTile<kMrS, kNvS, ALayout::kRowsAlongK>(d, k, ldk, qt_panel, plan.dim, out, R,
+                                                     nullptr);
+          break;
+      }
+    }
+  }
+
+  // O = alpha O + P V for the item's h-th kv head, P^T in s.scores.
+  template <class D>
+  static void AccumulatePV(D d, const AttentionArgs& a, const AttentionPlan& plan, int64_t h,
+                           const WorkItem& item, const TileKeys& tile, const AttentionScratch& s,
+                           const HeadScratch& head) {
+    const size_t dvp = plan.dim_v_pad, ldv = static_cast<size_t>(plan.heads) * dvp;
+    AccumulateTilePV(d, a, plan, item.Rows(a), tile,
+                     DenseRows{s.v_tile + static_cast<size_t>(h) * dvp, ldv}, s, head);
+  }
+};
+
+}  // namespace HWY_NAMESPACE
+}  // namespace streamattn
+HWY_AFTER_NAMESPACE();
+
+#endif  // STREAMATTN_CPU_PREFILL_F32_FMA_TILES_INL_H_
