@@ -7,6 +7,7 @@
 #include "attention_case.h"
 #include "gtest/gtest.h"
 #include "hwy/tests/hwy_gtest.h"
+#include "per_target_api_test.h"
 
 namespace streamattn {
 namespace {
@@ -26,7 +27,7 @@ AttentionCase Decode(int64_t seq_q, int64_t seq_k, int64_t heads_q, int64_t head
   return c;
 }
 
-class DecodeTest : public hwy::TestWithParamTarget {};
+class DecodeTest : public testing_util::PerTargetApiTest {};
 HWY_TARGET_INSTANTIATE_TEST_SUITE_P(DecodeTest);
 
 TEST_P(DecodeTest, CacheLengthsAndGroupSizes) {
@@ -69,7 +70,7 @@ TEST_P(DecodeTest, EveryDTypeAndOption) {
 }
 
 // Runs of whole tiles stream with the next tile's scores beside this tile's P.V, step by step
-// of 4 keys across the heads (flash_decode_tiles-inl.h): the register blocks of 1, 2 and 4 rows
+// of 4 keys across the heads (decode/stream_tiles-inl.h): the register blocks of 1, 2 and 4 rows
 // per kv head and the general path (head dims that are no whole number of 4-vector blocks;
 // targets with 16 registers), kv head counts that do not divide a step's rows, runs of one tile
 // and of many with an edge tile after them, the options that reach the streamed path (softcap,

@@ -7,6 +7,7 @@
 #include "attention_case.h"
 #include "gtest/gtest.h"
 #include "hwy/tests/hwy_gtest.h"
+#include "per_target_api_test.h"
 
 namespace streamattn {
 namespace {
@@ -26,7 +27,7 @@ AttentionCase Base(int64_t seq_q, int64_t seq_k) {
   return c;
 }
 
-class AttentionOptionsTest : public hwy::TestWithParamTarget {};
+class AttentionOptionsTest : public testing_util::PerTargetApiTest {};
 HWY_TARGET_INSTANTIATE_TEST_SUITE_P(AttentionOptionsTest);
 
 TEST_P(AttentionOptionsTest, EachOptionAlone) {

@@ -8,6 +8,7 @@
 #include "attention_case.h"
 #include "gtest/gtest.h"
 #include "hwy/tests/hwy_gtest.h"
+#include "per_target_api_test.h"
 
 namespace streamattn {
 namespace {
@@ -25,7 +26,7 @@ int64_t Long(int64_t n) {
   return std::getenv("STREAMATTN_TEST_SMALL") ? std::min<int64_t>(n, 130) : n;
 }
 
-class FlashForwardTest : public hwy::TestWithParamTarget {};
+class FlashForwardTest : public testing_util::PerTargetApiTest {};
 HWY_TARGET_INSTANTIATE_TEST_SUITE_P(FlashForwardTest);
 
 TEST_P(FlashForwardTest, SequenceLengthsAroundTileEdges) {
@@ -87,7 +88,7 @@ TEST_P(FlashForwardTest, StridedLayouts) {
       AttentionCase c;
       c.batch = 2, c.seq_q = 33, c.seq_k = 150, c.heads_q = 4, c.heads_kv = 2, c.head_dim = 32;
       c.q_order = q_order, c.kv_order = kv_order, c.out_order = kv_order;
-      c.kv_dtype = SATTN_DTYPE_F32;  // f32 K/V are read in place: their strides matter most
+      c.kv_dtype = SATTN_DTYPE_F32;  // f32 rows are copied as they are, f16 ones converted
       ExpectMatchesOracle(ctx.get(), c);
       c.kv_dtype = SATTN_DTYPE_F16;
       c.out_dtype = SATTN_DTYPE_BF16;

@@ -7,6 +7,7 @@
 
 #include "gtest/gtest.h"
 #include "hwy/tests/hwy_gtest.h"
+#include "per_target_api_test.h"
 #include "reference/reference_attention.h"
 #include "streamattn/streamattn.h"
 #include "test_util.h"
@@ -128,7 +129,7 @@ double OutputTolerance(sattn_dtype dtype) {
   return dtype == SATTN_DTYPE_F32 ? 2e-6 : dtype == SATTN_DTYPE_F16 ? 1e-3 : 8e-3;
 }
 
-class MergeStatesTest : public hwy::TestWithParamTarget {};
+class MergeStatesTest : public testing_util::PerTargetApiTest {};
 HWY_TARGET_INSTANTIATE_TEST_SUITE_P(MergeStatesTest);
 
 TEST_P(MergeStatesTest, EqualsAttentionOverAllKeys) {

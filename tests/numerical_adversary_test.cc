@@ -12,6 +12,7 @@
 #include "attention_case.h"
 #include "gtest/gtest.h"
 #include "hwy/tests/hwy_gtest.h"
+#include "per_target_api_test.h"
 
 namespace streamattn {
 namespace {
@@ -24,7 +25,7 @@ using testing_util::HostTensor;
 using testing_util::OutTolerance;
 using testing_util::ScopedContext;
 
-class NumericalAdversaryTest : public hwy::TestWithParamTarget {};
+class NumericalAdversaryTest : public testing_util::PerTargetApiTest {};
 HWY_TARGET_INSTANTIATE_TEST_SUITE_P(NumericalAdversaryTest);
 
 // Cases where some rows or keys are hidden by each mechanism in turn, prefill and decode.

@@ -17,6 +17,7 @@
 
 #include "gtest/gtest.h"
 #include "hwy/tests/hwy_gtest.h"
+#include "per_target_api_test.h"
 #include "reference/reference_attention.h"
 #include "streamattn/streamattn.h"
 #include "test_util.h"
@@ -70,7 +71,7 @@ sattn_status RunSoftmax(sattn_context* ctx, const HostTensor& in, const HostTens
              : sattn_softmax(ctx, &in_view, &out_view, options);
 }
 
-class SoftmaxTest : public hwy::TestWithParamTarget {};
+class SoftmaxTest : public testing_util::PerTargetApiTest {};
 HWY_TARGET_INSTANTIATE_TEST_SUITE_P(SoftmaxTest);
 
 TEST_P(SoftmaxTest, EveryDTypePairAndOddLengths) {

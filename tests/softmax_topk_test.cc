@@ -19,6 +19,7 @@
 
 #include "gtest/gtest.h"
 #include "hwy/tests/hwy_gtest.h"
+#include "per_target_api_test.h"
 #include "reference/reference_attention.h"
 #include "streamattn/streamattn.h"
 #include "test_util.h"
@@ -124,7 +125,7 @@ void ExpectRowMatches(const TopKCall& call, int64_t r, double temperature,
   }
 }
 
-class SoftmaxTopKTest : public hwy::TestWithParamTarget {};
+class SoftmaxTopKTest : public testing_util::PerTargetApiTest {};
 HWY_TARGET_INSTANTIATE_TEST_SUITE_P(SoftmaxTopKTest);
 
 TEST_P(SoftmaxTopKTest, MatchesSortedOracle) {
