@@ -1,10 +1,11 @@
 /*
  * streamattn_mpi: attention over keys and values sharded across the ranks of an MPI
  * communicator (libstreamattn_mpi, CMake target streamattn::mpi; built when MPI is found, see
- * STREAMATTN_MPI). Each rank runs sattn_attention over its own shard, which yields the seed's
- * state of that shard in (o, lse) form; the states are then combined by an MPI reduction whose
- * user-defined MPI_Op is the merge of sattn_merge_states. Nothing of size seq_q x seq_k is
- * communicated: each rank sends batch * seq_q * heads_q records of head_dim_v + 1 floats.
+ * STREAMATTN_MPI). Each rank runs sattn_attention over its own shard, which yields the
+ * online-softmax state of that shard (running max, sum of exponentials and weighted values) in
+ * (o, lse) form; the states are then combined by an MPI reduction whose user-defined MPI_Op is
+ * the merge of sattn_merge_states. Nothing of size seq_q x seq_k is communicated: each rank
+ * sends batch * seq_q * heads_q records of head_dim_v + 1 floats.
  *
  * Conventions are those of streamattn.h, plus:
  *  - Every function here is collective over `comm`: all its ranks must call it, with the same

@@ -4,10 +4,10 @@
 #ifndef STREAMATTN_API_API_GUARD_H_
 #define STREAMATTN_API_API_GUARD_H_
 
-#include <cstring>
 #include <new>
 
 #include "core/status.h"
+#include "core/versioned_options.h"
 #include "streamattn/streamattn.h"
 
 namespace streamattn {
@@ -31,33 +31,24 @@ sattn_status RunGuarded(Body&& body) noexcept {
   }
 }
 
-// Copies a caller's option struct that begins with `uint32_t struct_size` into *out (whose
-// fields the caller did not provide keep their defaults). A struct_size below the first
-// version's size is an error; a larger one (a newer header) is accepted when every byte we do
-// not know is zero, i.e. the caller left the newer options at their defaults.
+// Reads a caller's option struct into *out by core/versioned_options.h's rule (NULL: *out
+// keeps its defaults), naming the struct `name` in the errors.
 template <typename Options>
 Status ReadOptions(const Options* user, const char* name, size_t first_version_size, Options* out) {
   if (user == nullptr) return Status();
-  const uint32_t size = user->struct_size;
-  if (size < first_version_size) {
+  const OptionsRead read = CopyVersionedOptions(*user, first_version_size, out);
+  if (read.verdict == OptionsVerdict::kTooSmall) {
     return InvalidArgument(
         "%s->struct_size=%u is smaller than the smallest known size %zu "
         "(set it to sizeof(%s))",
-        name, size, first_version_size, name);
+        name, read.struct_size, first_version_size, name);
   }
-  if (size > sizeof(Options)) {
-    const unsigned char* bytes = reinterpret_cast<const unsigned char*>(user);
-    for (size_t i = sizeof(Options); i < size; ++i) {
-      if (bytes[i] != 0) {
-        return Unsupported(
-            "%s sets a field at byte %zu that this version of streamattn (%s) "
-            "does not know",
-            name, i, sattn_version());
-      }
-    }
+  if (read.verdict == OptionsVerdict::kUnknownField) {
+    return Unsupported(
+        "%s sets a field at byte %zu that this version of streamattn (%s) "
+        "does not know",
+        name, read.byte, sattn_version());
   }
-  std::memcpy(static_cast<void*>(out), user, size < sizeof(Options) ? size : sizeof(Options));
-  out->struct_size = sizeof(Options);
   return Status();
 }
 

@@ -1,4 +1,5 @@
-// The seed's merge applied to packed records, as an MPI reduction operator.
+// The merge of two online-softmax states (docs/design.md) applied to packed records, as an MPI
+// reduction operator.
 //
 // A record is one row's state in (o, lse) form: lse (natural log, -inf for the empty set) then
 // o[0..dim), dim + 1 floats. MergeRecords is sattn_merge_states' rule for two parts (the core's

@@ -1,24 +1,26 @@
 // sattn_mpi_attention and sattn_mpi_decode: attention over keys sharded across MPI ranks.
 //
-// Each rank turns its shard into the seed's state of that shard, in (o, lse) form, with one
-// sattn_attention call (the global causal mask and window are said through its own options,
-// see shard_mask.h), packs it as records (lse, o[dim]) and joins one MPI reduction whose op is
-// the merge (merge_op.h). Collectives per call: an all-gather of every rank's shapes and key
-// counts (so all ranks reach the same verdict on them), in decode the query's broadcast, one
-// 8-byte all-reduce that agrees every rank computed without error, and the reduction. Every
-// error is found before the reduction, so every rank returns the same status.
+// Each rank turns its shard into the online-softmax state (m, l, O) of that shard
+// (docs/design.md), in (o, lse) form, with one sattn_attention call (the global causal mask and
+// window are said through its own options, see shard_mask.h), packs it as records (lse, o[dim])
+// and joins one MPI reduction whose op is the merge (merge_op.h). Collectives per call: an
+// all-gather of every rank's shapes and key counts (so all ranks reach the same verdict on them),
+// in decode the query's broadcast, one 8-byte all-reduce that agrees every rank computed without
+// error, and the reduction. Every error is found before the reduction, so every rank returns the
+// same status.
 #include <climits>
 #include <cmath>
 #include <cstddef>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <limits>
 #include <memory>
 #include <new>
 #include <vector>
 
 #include "core/dtype.h"
+#include "core/online_state.h"
+#include "core/versioned_options.h"
 #include "mpi/merge_op.h"
 #include "mpi/shard_mask.h"
 #include "mpi/views.h"
@@ -31,11 +33,8 @@ namespace {
 thread_local Error last_error;
 thread_local sattn_mpi_timings last_timings;
 
-// sattn_attention_options as first published ends with block_table.
-constexpr size_t kOptionsV1Size = offsetof(sattn_attention_options, block_table) + sizeof(void*);
 // Collective payloads are counted in int: larger buffers go in pieces of this many elements.
 constexpr int64_t kMaxCount = INT_MAX;
-constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
 // What each rank tells every other before computing (one MPI_Allgather of int64).
 enum Field : int {
@@ -88,34 +87,25 @@ Error MpiFailed(const char* what, int err) {
   return Fail(SATTN_ERR_BACKEND_UNAVAILABLE, "%s failed: %s", what, text);
 }
 
-uint32_t Bits(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return u;
-}
-
-// The options as this library knows them (the core's ReadOptions rule for other sizes), with
+// The options as this library knows them (core/versioned_options.h's rule for other sizes), with
 // the scalar checks done here too, so that a call in which every shard is empty still rejects
 // what sattn_attention would.
 Error ReadAttentionOptions(const sattn_attention_options* user, Call* call) {
   sattn_attention_options& o = call->options;
   o = sattn_attention_options{};
   if (user != nullptr) {
-    const uint32_t size = user->struct_size;
-    if (size < kOptionsV1Size) {
+    const OptionsRead read = CopyVersionedOptions(*user, kFirstAttentionOptionsSize, &o);
+    if (read.verdict == OptionsVerdict::kTooSmall) {
       return Fail(SATTN_ERR_INVALID_ARGUMENT,
                   "options->struct_size=%u is smaller than the smallest known size %zu (set it "
                   "to sizeof(sattn_attention_options))",
-                  size, kOptionsV1Size);
+                  read.struct_size, kFirstAttentionOptionsSize);
     }
-    const unsigned char* bytes = reinterpret_cast<const unsigned char*>(user);
-    for (size_t i = sizeof(o); i < size; ++i) {
-      if (bytes[i] != 0) {
-        return Fail(SATTN_ERR_UNSUPPORTED,
-                    "options sets a field at byte %zu that this streamattn_mpi does not know", i);
-      }
+    if (read.verdict == OptionsVerdict::kUnknownField) {
+      return Fail(SATTN_ERR_UNSUPPORTED,
+                  "options sets a field at byte %zu that this streamattn_mpi does not know",
+                  read.byte);
     }
-    std::memcpy(static_cast<void*>(&o), user, size < sizeof(o) ? size : sizeof(o));
   }
   o.struct_size = sizeof(o);
   if (o.alibi_slopes != nullptr) {
@@ -146,8 +136,8 @@ Error CheckLocally(const sattn_attention_options* user_options, Call* call, int6
   const sattn_attention_options& o = call->options;
   fields[kWindowLeft] = call->mask.window_left;
   fields[kWindowRight] = call->mask.window_right;
-  fields[kScaleBits] = Bits(o.scale);
-  fields[kSoftcapBits] = Bits(o.softcap);
+  fields[kScaleBits] = FloatBits(o.scale);
+  fields[kSoftcapBits] = FloatBits(o.softcap);
   fields[kHasSinks] = o.sinks != nullptr;
   if (call->Writes()) {
     SATTN_MPI_RETURN_IF_FAILED(CheckView(call->q, "q", 4, true));

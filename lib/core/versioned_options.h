@@ -1,0 +1,60 @@
+// The rule for reading a caller's versioned options struct (one that begins with
+// `uint32_t struct_size`), header-only so that the core's entry points and the MPI layer (which
+// links only the C API) accept and reject the same sizes, each in its own error type.
+#ifndef STREAMATTN_CORE_VERSIONED_OPTIONS_H_
+#define STREAMATTN_CORE_VERSIONED_OPTIONS_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include "streamattn/streamattn.h"
+
+namespace streamattn {
+
+// sattn_attention_options as first published ends with block_table: an older caller's
+// struct_size stops there, and later fields are appended after it.
+constexpr size_t kFirstAttentionOptionsSize =
+    offsetof(sattn_attention_options, block_table) + sizeof(const sattn_tensor*);
+
+enum class OptionsVerdict {
+  kCopied,
+  kTooSmall,      // struct_size is below the first version's size
+  kUnknownField,  // a newer header's field, past what this build knows, is not zero
+};
+
+struct OptionsRead {
+  OptionsVerdict verdict = OptionsVerdict::kCopied;
+  uint32_t struct_size = 0;  // the caller's
+  size_t byte = 0;           // kUnknownField: the offset of the first non-zero unknown byte
+};
+
+// Copies `user` into *out (whose fields the caller did not provide keep their defaults) and sets
+// out->struct_size to this build's size. A struct_size below first_version_size is refused; a
+// larger one than sizeof(Options) (a newer header) is accepted when every byte we do not know is
+// zero, i.e. the caller left the newer options at their defaults. *out is untouched when refused.
+template <typename Options>
+OptionsRead CopyVersionedOptions(const Options& user, size_t first_version_size, Options* out) {
+  OptionsRead read;
+  read.struct_size = user.struct_size;
+  if (read.struct_size < first_version_size) {
+    read.verdict = OptionsVerdict::kTooSmall;
+    return read;
+  }
+  const unsigned char* bytes = reinterpret_cast<const unsigned char*>(&user);
+  for (size_t i = sizeof(Options); i < read.struct_size; ++i) {
+    if (bytes[i] != 0) {
+      read.verdict = OptionsVerdict::kUnknownField;
+      read.byte = i;
+      return read;
+    }
+  }
+  std::memcpy(static_cast<void*>(out), &user,
+              read.struct_size < sizeof(Options) ? read.struct_size : sizeof(Options));
+  out->struct_size = sizeof(Options);
+  return read;
+}
+
+}  // namespace streamattn
+
+#endif  // STREAMATTN_CORE_VERSIONED_OPTIONS_H_
