@@ -3,6 +3,7 @@
 // the combine of split partials with the merge kernel. Arguments arrive validated by the core.
 #include <algorithm>
 
+#include "core/dtype.h"
 #include "cuda/cuda_common.cuh"
 #include "cuda/flash_attention.cuh"
 #include "cuda/merge_states.cuh"
@@ -16,19 +17,6 @@ constexpr int64_t kMaxDecodeRows = 16;  // seq_q up to this takes the split-KV d
 constexpr int64_t kMinKeysPerSplit = 256;
 constexpr int64_t kMaxSplits = 128;
 constexpr int64_t kMaxGridYZ = 65535;
-
-const char* DTypeName(int32_t dtype) {
-  switch (dtype) {
-    case SATTN_DTYPE_F32:
-      return "f32";
-    case SATTN_DTYPE_F16:
-      return "f16";
-    case SATTN_DTYPE_BF16:
-      return "bf16";
-    default:
-      return "i32";
-  }
-}
 
 // q, k and v rows are read as 16-byte vectors.
 int32_t CheckRows(const sattn_tensor& t, const char* name, const Reply& reply) {
@@ -211,9 +199,8 @@ int32_t RunAttention(const sattn_cuda_attention_args* args, char* message, size_
     }
     error = LaunchMerge(job, stream);
   }
-  const cudaError_t freed = cudaFreeAsync(scratch, stream);
-  if (error != cudaSuccess) return reply.FailCuda(error, "launching split-KV decode");
-  return freed == cudaSuccess ? SATTN_OK : reply.FailCuda(freed, "freeing split-KV partials");
+  return reply.FreeAfterLaunch(scratch, stream, error, "launching split-KV decode",
+                               "freeing split-KV partials");
 }
 
 }  // namespace cuda

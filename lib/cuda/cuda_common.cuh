@@ -34,6 +34,15 @@ struct Reply {
     return Fail(error == cudaErrorMemoryAllocation ? SATTN_ERR_OUT_OF_MEMORY : SATTN_ERR_INTERNAL,
                 "%s: %s (cudaError %d)", what, cudaGetErrorString(error), static_cast<int>(error));
   }
+  // Frees the stream-ordered `scratch` of a launch whatever became of it, and reports the
+  // launch's failure (`error`, while `what`) before the free's (while `freeing`): the first
+  // failure is the one that explains the call's result.
+  int32_t FreeAfterLaunch(void* scratch, cudaStream_t stream, cudaError_t error, const char* what,
+                          const char* freeing) const {
+    const cudaError_t freed = cudaFreeAsync(scratch, stream);
+    if (error != cudaSuccess) return FailCuda(error, what);
+    return freed == cudaSuccess ? SATTN_OK : FailCuda(freed, freeing);
+  }
 };
 
 // Makes `index` the current device for the scope of a call, restoring the caller's after.

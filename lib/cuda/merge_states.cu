@@ -182,9 +182,8 @@ int32_t RunMergeStates(const sattn_cuda_merge_args* args, char* message, size_t 
     job.lse_parts = reinterpret_cast<const LseView*>(static_cast<char*>(views) + o_bytes);
     error = LaunchMerge(job, stream);
   }
-  const cudaError_t freed = cudaFreeAsync(views, stream);
-  if (error != cudaSuccess) return reply.FailCuda(error, "launching the merge");
-  return freed == cudaSuccess ? SATTN_OK : reply.FailCuda(freed, "freeing the part views");
+  return reply.FreeAfterLaunch(views, stream, error, "launching the merge",
+                               "freeing the part views");
 }
 
 }  // namespace cuda
