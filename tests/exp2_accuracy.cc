@@ -4,24 +4,14 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <limits>
 #include <mutex>
 #include <thread>
 
+#include "core/dtype.h"
+
 namespace streamattn {
 namespace {
-
-float FromBits(uint32_t u) {
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
-uint32_t Bits(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return u;
-}
 
 // Error of `got` against the exact 2^x, in units of the float spacing at the exact value
 // (2^-149 in the subnormal range). An infinite result counts as 2^128, the next power of two
@@ -74,13 +64,14 @@ void Exp2AccuracyTable::Print(const char* label) const {
 Exp2AccuracyTable MeasureExp2Accuracy(const Exp2ArrayFn& fn, uint32_t stride) {
   // Two bit-pattern intervals: +0 .. 128 and -0 .. -150 (floats are monotone in their bits on
   // each side of zero).
-  const uint32_t pos_end = Bits(128.0f), neg_begin = Bits(-0.0f), neg_end = Bits(-150.0f);
+  const uint32_t pos_end = FloatBits(128.0f), neg_begin = FloatBits(-0.0f),
+                 neg_end = FloatBits(-150.0f);
   const uint64_t pos_count = pos_end / stride + 1;
   const uint64_t neg_count = (neg_end - neg_begin) / stride + 1;
   const uint64_t total = pos_count + neg_count;
   auto input = [&](uint64_t i) {
-    return i < pos_count ? FromBits(static_cast<uint32_t>(i * stride))
-                         : FromBits(neg_begin + static_cast<uint32_t>((i - pos_count) * stride));
+    return i < pos_count ? BitsToFloat(static_cast<uint32_t>(i * stride))
+                         : BitsToFloat(neg_begin + static_cast<uint32_t>((i - pos_count) * stride));
   };
 
   Exp2AccuracyTable table;

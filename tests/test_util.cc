@@ -2,20 +2,12 @@
 
 #include <stdexcept>
 
+#include "core/dtype.h"
+
 namespace streamattn {
 namespace testing_util {
 namespace {
 
-uint32_t Bits(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return u;
-}
-float FromBits(uint32_t u) {
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
 constexpr uint8_t kCanary = 0xA5;
 constexpr int64_t kCanaryBytes = 64;
 
@@ -67,14 +59,14 @@ float FromF16(uint16_t h) {
 
 uint16_t ToBF16(float f) {
   if (std::isnan(f)) return 0x7FC0;
-  const uint32_t u = Bits(f);
+  const uint32_t u = FloatBits(f);
   const uint32_t lower = u & 0xFFFF;
   uint32_t upper = u >> 16;
   if (lower > 0x8000 || (lower == 0x8000 && (upper & 1))) ++upper;
   return static_cast<uint16_t>(upper);
 }
 
-float FromBF16(uint16_t b) { return FromBits(static_cast<uint32_t>(b) << 16); }
+float FromBF16(uint16_t b) { return BitsToFloat(static_cast<uint32_t>(b) << 16); }
 
 double RoundTo(sattn_dtype dtype, double x) {
   const float f = static_cast<float>(x);
@@ -91,19 +83,7 @@ double RoundTo(sattn_dtype dtype, double x) {
   throw std::invalid_argument("dtype");
 }
 
-const char* DTypeName(sattn_dtype dtype) {
-  switch (dtype) {
-    case SATTN_DTYPE_F32:
-      return "f32";
-    case SATTN_DTYPE_F16:
-      return "f16";
-    case SATTN_DTYPE_BF16:
-      return "bf16";
-    case SATTN_DTYPE_I32:
-      return "i32";
-  }
-  return "?";
-}
+const char* DTypeName(sattn_dtype dtype) { return streamattn::DTypeName(dtype); }
 
 HostTensor::HostTensor(sattn_dtype dtype, std::vector<int64_t> shape, std::vector<int> order,
                        int64_t inner_padding)

@@ -32,6 +32,7 @@ float FromBF16(uint16_t b);
 // The value x becomes when stored as dtype.
 double RoundTo(sattn_dtype dtype, double x);
 
+// core/dtype.h's name, for tests that see only the public header.
 const char* DTypeName(sattn_dtype dtype);
 
 // A tensor in host memory (f32, f16, bf16 or i32) with a logical shape, a storage order (a

@@ -26,18 +26,6 @@ using testing_util::ScopedContext;
 constexpr Split kSplits[] = {Split::kEven, Split::kUneven, Split::kEmptyFirst, Split::kEmptyMiddle,
                              Split::kAllOnLast};
 
-int Rank() {
-  int rank = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  return rank;
-}
-
-int Size() {
-  int size = 1;
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
-  return size;
-}
-
 // Runs the case sharded twice, then checks reproducibility, equality across ranks, and the
 // result against single-process sattn_attention and the oracle.
 void CheckCase(const ShardedCase& c) {

@@ -165,6 +165,18 @@ std::string ShardedCase::Describe() const {
   return s.str();
 }
 
+int Rank() {
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  return rank;
+}
+
+int Size() {
+  int size = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  return size;
+}
+
 std::vector<int64_t> SplitKeys(int64_t keys, int ranks, Split split) {
   std::vector<int64_t> shards(ranks, 0);
   std::vector<int> holders;  // ranks that get keys

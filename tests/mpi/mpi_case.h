@@ -37,6 +37,10 @@ struct ShardedCase {
   std::string Describe() const;
 };
 
+// This process's rank in MPI_COMM_WORLD, and the number of ranks there.
+int Rank();
+int Size();
+
 // How the keys are split over the ranks.
 enum class Split { kEven, kUneven, kEmptyFirst, kEmptyMiddle, kAllOnLast };
 std::vector<int64_t> SplitKeys(int64_t keys, int ranks, Split split);
@@ -57,7 +61,7 @@ Outcome RunSingleProcess(sattn_context* ctx, const ShardedCase& c);
 // The double oracle over all the keys.
 reference::AttentionResult RunOracle(const ShardedCase& c);
 
-// Errors in the terms: out by ||got - want||_inf / ||want||_inf, lse by
+// The errors the tests bound: out by ||got - want||_inf / ||want||_inf, lse by
 // max |got - want| / max(1, |want|) (infinities must match exactly).
 double OutError(const reference::Array& got, const reference::Array& want);
 double LseError(const reference::Array& got, const reference::Array& want);

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "mpi_case.h"
 #include "streamattn/streamattn_mpi.h"
 #include "test_util.h"
 
@@ -16,18 +17,6 @@ namespace mpi_testing {
 namespace {
 
 using testing_util::ScopedContext;
-
-int Rank() {
-  int rank = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  return rank;
-}
-
-int Size() {
-  int size = 1;
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
-  return size;
-}
 
 // A small well-formed call; tests break one piece of it on one rank.
 struct SmallCall {
