@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <utility>
 #include <vector>
 
 namespace streamattn {
@@ -60,21 +61,39 @@ double MedianMs(int repeats, F&& fn, double min_ms = 20.0) {
   return Median(TimesMs(repeats, fn, min_ms));
 }
 
-// Times a and b alternately, `pairs` times each, and returns the median of the pairs' ratios
-// time(a) / time(b). On a shared machine the speed drifts from minute to minute; the drift
-// hits both of a pair alike, so this ratio is far steadier than one of two medians measured
-// one after the other.
+// Times a and b alternately, `pairs` times each, after a warm-up call of each; returns each
+// run's milliseconds per call, a's then b's. On a shared machine the speed drifts from minute to
+// minute; the drift hits both of a pair alike.
 template <typename A, typename B>
-double MedianTimeRatio(int pairs, A&& a, B&& b, double min_ms = 20.0) {
+std::pair<std::vector<double>, std::vector<double>> AlternatedTimesMs(int pairs, A&& a, B&& b,
+                                                                      double min_ms = 20.0) {
   a();
   b();
   const int inner_a = CallsPerTiming(a, min_ms), inner_b = CallsPerTiming(b, min_ms);
-  std::vector<double> ratios;
+  std::vector<double> times_a, times_b;
   for (int r = 0; r < pairs; ++r) {
-    const double ms_a = TimeCallsMs(inner_a, a);
-    ratios.push_back(ms_a / TimeCallsMs(inner_b, b));
+    times_a.push_back(TimeCallsMs(inner_a, a));
+    times_b.push_back(TimeCallsMs(inner_b, b));
   }
+  return {times_a, times_b};
+}
+
+// The median of the pairs' ratios time(a) / time(b): far steadier than the ratio of two medians
+// measured one after the other, since a drift of the machine's speed cancels within a pair.
+template <typename A, typename B>
+double MedianTimeRatio(int pairs, A&& a, B&& b, double min_ms = 20.0) {
+  const auto [times_a, times_b] = AlternatedTimesMs(pairs, a, b, min_ms);
+  std::vector<double> ratios;
+  for (size_t r = 0; r < times_a.size(); ++r) ratios.push_back(times_a[r] / times_b[r]);
   return Median(ratios);
+}
+
+// The median milliseconds per call of a and of b, timed in alternation, so that a change of load
+// falls on both.
+template <typename A, typename B>
+std::pair<double, double> MedianPairMs(int pairs, A&& a, B&& b, double min_ms = 20.0) {
+  const auto [times_a, times_b] = AlternatedTimesMs(pairs, a, b, min_ms);
+  return {Median(times_a), Median(times_b)};
 }
 
 }  // namespace bench
