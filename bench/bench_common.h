@@ -22,31 +22,38 @@ struct BenchOptions {
   std::string filter;  // run only cases whose name contains it
 };
 
+// Whether --filter keeps the case called `name`.
+inline bool Selected(const BenchOptions& options, const std::string& name) {
+  return options.filter.empty() || name.find(options.filter) != std::string::npos;
+}
+
+// A case's shape and the figure (GB/s, ms) that its row is set against the machine's limits by.
+template <typename Shape>
+struct Measured {
+  Shape shape;
+  double figure;
+};
+
+// Runs measure(shape, &figure), which returns the case's row, on every case --filter keeps.
+// *measured gets each row's shape and figure, row for row, for the fields set after the last
+// case, against the machine's limits measured once more then.
+template <typename Shape, typename Measure>
+std::vector<Row> MeasureSelected(const std::vector<Shape>& shapes, const BenchOptions& options,
+                                 Measure&& measure, std::vector<Measured<Shape>>* measured) {
+  std::vector<Row> rows;
+  for (const Shape& s : shapes) {
+    if (!Selected(options, s.Name())) continue;
+    double figure = 0.0;
+    rows.push_back(measure(s, &figure));
+    measured->push_back({s, figure});
+  }
+  return rows;
+}
+
 struct ContextDeleter {
   void operator()(sattn_context* ctx) const { sattn_context_destroy(ctx); }
 };
 using ContextPtr = std::unique_ptr<sattn_context, ContextDeleter>;
-
-// A CPU context with `threads` threads; exits with the library's message on failure.
-inline ContextPtr MakeContext(int threads) {
-  sattn_context_options options{};
-  options.struct_size = sizeof(options);
-  options.num_threads = threads;
-  options.backend = SATTN_BACKEND_CPU;
-  sattn_context* ctx = nullptr;
-  if (sattn_context_create(&options, &ctx) != SATTN_OK) {
-    std::fprintf(stderr, "streamattn: cannot create a context: %s\n", sattn_last_error());
-    std::exit(1);
-  }
-  return ContextPtr(ctx);
-}
-
-inline int ContextThreads(sattn_context* ctx) {
-  sattn_context_info info{};
-  info.struct_size = sizeof(info);
-  sattn_context_get_info(ctx, &info);
-  return info.num_threads;
-}
 
 // Exits with the library's message when a call fails: a benchmark of a failing call is noise.
 inline void CheckOk(sattn_status status, const char* what) {
@@ -55,6 +62,37 @@ inline void CheckOk(sattn_status status, const char* what) {
                sattn_last_error());
   std::exit(1);
 }
+
+// A CPU context with `threads` threads (0: all cores), or NULL with the library's message in
+// sattn_last_error(); a caller under mpirun must abort the job rather than exit one rank.
+inline sattn_context* NewCpuContext(int threads) {
+  sattn_context_options options{};
+  options.struct_size = sizeof(options);
+  options.num_threads = threads;
+  options.backend = SATTN_BACKEND_CPU;
+  sattn_context* ctx = nullptr;
+  return sattn_context_create(&options, &ctx) == SATTN_OK ? ctx : nullptr;
+}
+
+// NewCpuContext, exiting with the library's message on failure.
+inline ContextPtr MakeContext(int threads) {
+  ContextPtr ctx(NewCpuContext(threads));
+  if (!ctx) {
+    std::fprintf(stderr, "streamattn: cannot create a context: %s\n", sattn_last_error());
+    std::exit(1);
+  }
+  return ctx;
+}
+
+// What the context runs with: threads, backend, SIMD target.
+inline sattn_context_info ContextInfo(sattn_context* ctx) {
+  sattn_context_info info{};
+  info.struct_size = sizeof(info);
+  CheckOk(sattn_context_get_info(ctx, &info), "sattn_context_get_info");
+  return info;
+}
+
+inline int ContextThreads(sattn_context* ctx) { return ContextInfo(ctx).num_threads; }
 
 std::vector<Row> BenchDecode(const BenchOptions& options);
 std::vector<Row> BenchExp2(const BenchOptions& options);

@@ -276,24 +276,20 @@ std::vector<Row> BenchDecode(const BenchOptions& options) {
   // flatter every row (fractions above 1 were seen).
   const double bandwidth_before = MeasureReadBandwidthGbps(threads);
   const double fma_before = MeasureFmaPeakGflops(threads);
-  std::vector<Row> rows;
-  struct Timed {
-    DecodeShape shape;
-    double gbps;
-  };
-  std::vector<Timed> timed;  // row for row
-  for (const DecodeShape& s : Shapes(options.quick)) {
-    if (!options.filter.empty() && s.Name().find(options.filter) == std::string::npos) continue;
-    double gbps = 0.0;
-    rows.push_back(MeasureShape(ctx.get(), threads, s, options, &gbps));
-    timed.push_back({s, gbps});
-    std::fprintf(stderr, "decode %s: %.1f GB/s (read bandwidth before: %.1f)\n", s.Name().c_str(),
-                 gbps, bandwidth_before);
-  }
+  std::vector<Measured<DecodeShape>> measured;  // figure: GB/s
+  std::vector<Row> rows = MeasureSelected(
+      Shapes(options.quick), options,
+      [&](const DecodeShape& s, double* gbps) {
+        Row row = MeasureShape(ctx.get(), threads, s, options, gbps);
+        std::fprintf(stderr, "decode %s: %.1f GB/s (read bandwidth before: %.1f)\n",
+                     s.Name().c_str(), *gbps, bandwidth_before);
+        return row;
+      },
+      &measured);
   const double bandwidth = std::max(bandwidth_before, MeasureReadBandwidthGbps(threads));
   const double fma_gflops = std::max(fma_before, MeasureFmaPeakGflops(threads));
   for (size_t i = 0; i < rows.size(); ++i) {
-    SetLimitFields(rows[i], timed[i].shape, timed[i].gbps, bandwidth, fma_gflops);
+    SetLimitFields(rows[i], measured[i].shape, measured[i].figure, bandwidth, fma_gflops);
   }
   return rows;
 }

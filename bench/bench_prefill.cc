@@ -10,13 +10,14 @@
 #include <cinttypes>
 #include <cmath>
 #include <cstdio>
-#include <cstring>
 #include <memory>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "bench_common.h"
+#include "core/dtype.h"
+#include "host_buffer.h"
 #include "machine_limits.h"
 #include "prefill_baseline.h"
 #include "timing.h"
@@ -63,35 +64,16 @@ std::vector<PrefillShape> Shapes(bool quick) {
 
 // A contiguous [1, seq, heads, dim] tensor of uniform values in [-1, 1).
 struct Buffer {
-  std::vector<uint16_t> storage;  // f32 values take two slots
+  HostBuffer data;
   sattn_tensor view;
-  Buffer(sattn_dtype dtype, int64_t seq, int64_t heads, int64_t dim, std::mt19937& rng) {
-    const int64_t n = seq * heads * dim;
-    storage.resize(dtype == SATTN_DTYPE_F32 ? 2 * n : n);
+  Buffer(sattn_dtype dtype, int64_t seq, int64_t heads, int64_t dim, std::mt19937& rng)
+      : data(dtype, {1, seq, heads, dim}) {
     std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-    for (int64_t i = 0; i < n; ++i) {
-      const float x = u(rng);
-      uint32_t bits;
-      std::memcpy(&bits, &x, 4);
-      if (dtype == SATTN_DTYPE_F32) {
-        std::memcpy(&storage[2 * i], &x, 4);
-      } else if (dtype == SATTN_DTYPE_BF16) {
-        storage[i] = static_cast<uint16_t>(bits >> 16);
-      } else {  // |x| < 1: normal or zero halves, truncated (any value will do)
-        const int e = static_cast<int>((bits >> 23) & 0xFF) - 127 + 15;
-        storage[i] = e <= 0 ? 0
-                            : static_cast<uint16_t>(((bits >> 16) & 0x8000) | (e << 10) |
-                                                    ((bits >> 13) & 0x3FF));
-      }
-    }
-    const int64_t shape[4] = {1, seq, heads, dim};
-    view = sattn_tensor_contiguous(storage.data(), dtype, 4, shape);
+    const int64_t n = seq * heads * dim;
+    for (int64_t i = 0; i < n; ++i) data.Set(i, u(rng));
+    view = data.View();
   }
 };
-
-const char* DTypeName(sattn_dtype dtype) {
-  return dtype == SATTN_DTYPE_F32 ? "f32" : dtype == SATTN_DTYPE_F16 ? "f16" : "bf16";
-}
 
 double Flops(const PrefillShape& s) {
   return 4.0 * s.seq * s.seq * s.head_dim * s.heads_q * (s.causal ? 0.5 : 1.0);
@@ -205,31 +187,26 @@ std::vector<Row> BenchPrefill(const BenchOptions& options) {
   // compared with the larger: on a shared machine a dip while measuring it once would flatter
   // every row (fractions above 1 were seen).
   const double peak_before = MeasureFmaPeakGflops(threads);
-  std::vector<Row> rows;
-  struct Timed {
-    PrefillShape shape;
-    double ms;
-  };
-  std::vector<Timed> timed;  // row for row
-  for (const PrefillShape& s : Shapes(options.quick)) {
-    if (!options.filter.empty() && s.Name().find(options.filter) == std::string::npos) continue;
-    double ms = 0.0;
-    rows.push_back(MeasureShape(ctx.get(), threads, s, options, &ms).Set("name", s.Name()));
-    timed.push_back({s, ms});
-    std::fprintf(stderr, "prefill %s: %.1f GFLOP/s, %s of the FMA peak timed alternately\n",
-                 s.Name().c_str(), Gflops(s, ms),
-                 rows.back().Get("peak_fraction_alternated").c_str());
-  }
+  std::vector<Measured<PrefillShape>> measured;  // figure: ms
+  std::vector<Row> rows = MeasureSelected(
+      Shapes(options.quick), options,
+      [&](const PrefillShape& s, double* ms) {
+        Row row = MeasureShape(ctx.get(), threads, s, options, ms).Set("name", s.Name());
+        std::fprintf(stderr, "prefill %s: %.1f GFLOP/s, %s of the FMA peak timed alternately\n",
+                     s.Name().c_str(), Gflops(s, *ms), row.Get("peak_fraction_alternated").c_str());
+        return row;
+      },
+      &measured);
   const double peak = std::max(peak_before, MeasureFmaPeakGflops(threads));
-  for (size_t i = 0; i < timed.size(); ++i) {
+  for (size_t i = 0; i < measured.size(); ++i) {
     rows[i]
-        .Set("peak_fraction", Gflops(timed[i].shape, timed[i].ms) / peak)
+        .Set("peak_fraction", Gflops(measured[i].shape, measured[i].figure) / peak)
         .Set("fma_peak_gflops", peak);
-    AddBaseline(rows[i], threads, timed[i].shape, timed[i].ms, options);
+    AddBaseline(rows[i], threads, measured[i].shape, measured[i].figure, options);
   }
   // Peak memory for one head at seq 65536 (8192 with --quick), in a fresh process.
   const int64_t seq = options.quick ? 8192 : 65536;
-  if (options.filter.empty() || std::string("rss").find(options.filter) != std::string::npos) {
+  if (Selected(options, "rss")) {
     char self[4096] = {0};  // the shell popen starts would see itself as /proc/self/exe
     const ssize_t length = readlink("/proc/self/exe", self, sizeof(self) - 1);
     const std::string command =

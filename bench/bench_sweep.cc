@@ -230,17 +230,7 @@ bool WriteCsv(const std::vector<Row>& rows, const std::string& path) {
 bool WriteJson(const std::vector<Row>& rows, const std::string& path) {
   FILE* f = std::fopen(path.c_str(), "w");
   if (!f) return false;
-  std::fprintf(f, "[\n");
-  for (size_t r = 0; r < rows.size(); ++r) {
-    std::fprintf(f, "  {");
-    const auto& fields = rows[r].fields();
-    for (size_t i = 0; i < fields.size(); ++i) {
-      std::fprintf(f, "%s\"%s\": %s", i ? ", " : "", fields[i].first.c_str(),
-                   fields[i].second.c_str());
-    }
-    std::fprintf(f, "}%s\n", r + 1 < rows.size() ? "," : "");
-  }
-  std::fprintf(f, "]\n");
+  PrintJson(rows, f);
   return std::fclose(f) == 0;
 }
 
@@ -259,9 +249,7 @@ int SweepCommand(int argc, char** argv) {
     return 1;
   }
   ContextPtr ctx = MakeContext(o.threads);
-  sattn_context_info info{};
-  info.struct_size = sizeof(info);
-  CheckOk(sattn_context_get_info(ctx.get(), &info), "sattn_context_get_info");
+  const sattn_context_info info = ContextInfo(ctx.get());
   const int threads = info.num_threads;
   std::fprintf(stderr, "sweep: measuring this machine's limits (%d threads)...\n", threads);
   const double peak = MeasureFmaPeakGflops(threads);

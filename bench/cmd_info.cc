@@ -17,9 +17,7 @@ int RunInfo(int threads) {
     return 1;
   }
   ContextPtr ctx(created);
-  sattn_context_info info{};
-  info.struct_size = sizeof(info);
-  CheckOk(sattn_context_get_info(ctx.get(), &info), "sattn_context_get_info");
+  const sattn_context_info info = ContextInfo(ctx.get());
   std::printf("streamattn %s\n", sattn_version());
   std::printf("simd target (chosen at run time): %s\n", info.simd_target);
   std::printf("simd targets compiled in: %s\n", info.compiled_targets);

@@ -14,6 +14,7 @@
 
 #include "bench_common.h"
 #include "cli_args.h"
+#include "core/dtype.h"
 #include "machine_limits.h"
 #include "reference/reference_attention.h"
 #include "run_layer.h"
@@ -81,10 +82,6 @@ void PrintHelp() {
       "  --check-rows N     prefill rows checked against the oracle (default 16)\n"
       "  --quick            prompt 512, 8 decoding steps, one timed prefill (a smoke test)\n"
       "  -h, --help         this text\n");
-}
-
-const char* DTypeName(sattn_dtype dtype) {
-  return dtype == SATTN_DTYPE_F32 ? "f32" : dtype == SATTN_DTYPE_F16 ? "f16" : "bf16";
 }
 
 LayerConfig ParseArgs(int argc, char** argv, bool* help) {
@@ -182,9 +179,7 @@ int RunCommand(int argc, char** argv) {
     return 0;
   }
   ContextPtr ctx = MakeContext(c.threads);
-  sattn_context_info info{};
-  info.struct_size = sizeof(info);
-  CheckOk(sattn_context_get_info(ctx.get(), &info), "sattn_context_get_info");
+  const sattn_context_info info = ContextInfo(ctx.get());
 
   char softcap_text[48] = "";
   if (c.softcap > 0) std::snprintf(softcap_text, sizeof(softcap_text), ", softcap %g", c.softcap);

@@ -4,49 +4,16 @@
 #ifndef STREAMATTN_BENCH_HOST_BUFFER_H_
 #define STREAMATTN_BENCH_HOST_BUFFER_H_
 
-#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <utility>
 #include <vector>
 
+#include "core/dtype.h"
 #include "streamattn/streamattn.h"
 
 namespace streamattn {
 namespace bench {
-
-inline uint16_t ToBF16(float f) {  // round to nearest even; inputs are finite
-  uint32_t b;
-  std::memcpy(&b, &f, 4);
-  b += 0x7FFF + ((b >> 16) & 1);
-  return static_cast<uint16_t>(b >> 16);
-}
-
-inline float FromBF16(uint16_t h) {
-  const uint32_t b = static_cast<uint32_t>(h) << 16;
-  float f;
-  std::memcpy(&f, &b, 4);
-  return f;
-}
-
-inline uint16_t ToF16(float f) {  // round to nearest even; |f| < 65504, tiny values flush to 0
-  uint32_t b;
-  std::memcpy(&b, &f, 4);
-  const uint16_t sign = static_cast<uint16_t>((b >> 16) & 0x8000);
-  const int e = static_cast<int>((b >> 23) & 0xFF) - 127 + 15;
-  if (e <= 0) return sign;
-  const uint32_t mantissa = b & 0x7FFFFF, rest = mantissa & 0x1FFF;
-  uint32_t h = (static_cast<uint32_t>(e) << 10) | (mantissa >> 13);
-  if (rest > 0x1000 || (rest == 0x1000 && (h & 1))) ++h;
-  return static_cast<uint16_t>(sign | h);
-}
-
-inline float FromF16(uint16_t h) {
-  const int e = (h >> 10) & 0x1F, m = h & 0x3FF;
-  const float magnitude = e == 0 ? std::ldexp(static_cast<float>(m), -24)
-                                 : std::ldexp(static_cast<float>(1024 + m), e - 25);
-  return (h & 0x8000) ? -magnitude : magnitude;
-}
 
 // A dense row-major tensor of f32, f16 or bf16 values (f32 takes two 16-bit slots).
 class HostBuffer {
@@ -61,7 +28,7 @@ class HostBuffer {
     if (dtype_ == SATTN_DTYPE_F32) {
       std::memcpy(&slots_[2 * i], &x, 4);
     } else {
-      slots_[i] = dtype_ == SATTN_DTYPE_BF16 ? ToBF16(x) : ToF16(x);
+      slots_[i] = dtype_ == SATTN_DTYPE_BF16 ? F32ToBF16(x) : F32ToF16(x);
     }
   }
   double Get(int64_t i) const {
@@ -70,7 +37,7 @@ class HostBuffer {
       std::memcpy(&x, &slots_[2 * i], 4);
       return x;
     }
-    return dtype_ == SATTN_DTYPE_BF16 ? FromBF16(slots_[i]) : FromF16(slots_[i]);
+    return dtype_ == SATTN_DTYPE_BF16 ? BF16ToF32(slots_[i]) : F16ToF32(slots_[i]);
   }
   // The whole tensor, or (rows > 0) its first `rows` entries of dim 1 with the full strides.
   sattn_tensor View(int64_t rows = 0) {

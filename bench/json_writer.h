@@ -60,17 +60,18 @@ class Row {
   std::vector<std::pair<std::string, std::string>> fields_;
 };
 
-inline void PrintJson(const std::vector<Row>& rows) {
-  std::printf("[\n");
+inline void PrintJson(const std::vector<Row>& rows, FILE* out = stdout) {
+  std::fprintf(out, "[\n");
   for (size_t r = 0; r < rows.size(); ++r) {
-    std::printf("  {");
+    std::fprintf(out, "  {");
     const auto& fields = rows[r].fields();
     for (size_t f = 0; f < fields.size(); ++f) {
-      std::printf("%s\"%s\": %s", f ? ", " : "", fields[f].first.c_str(), fields[f].second.c_str());
+      std::fprintf(out, "%s\"%s\": %s", f ? ", " : "", fields[f].first.c_str(),
+                   fields[f].second.c_str());
     }
-    std::printf("}%s\n", r + 1 < rows.size() ? "," : "");
+    std::fprintf(out, "}%s\n", r + 1 < rows.size() ? "," : "");
   }
-  std::printf("]\n");
+  std::fprintf(out, "]\n");
 }
 
 // One line per row, "key=value" pairs: for people reading a terminal.

@@ -15,15 +15,21 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <random>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "bench_common.h"
+#include "core/dtype.h"
 #include "streamattn/streamattn_mpi.h"
+#include "timing.h"
 
 namespace {
+
+using streamattn::F32ToF16;
+using streamattn::bench::Median;
+using streamattn::bench::NewCpuContext;
 
 struct Args {
   bool quick = false;
@@ -45,20 +51,6 @@ void Check(sattn_status status, const char* what) {
   MPI_Abort(MPI_COMM_WORLD, 1);
 }
 
-uint16_t ToF16(float f) {  // inputs only: round toward zero is fine for random data
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  const uint32_t sign = (u >> 16) & 0x8000u;
-  const int32_t exponent = static_cast<int32_t>((u >> 23) & 0xFF) - 127 + 15;
-  if (exponent <= 0) return static_cast<uint16_t>(sign);
-  return static_cast<uint16_t>(sign | (exponent << 10) | ((u >> 13) & 0x3FFu));
-}
-
-double Median(std::vector<double> v) {
-  std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
-  return v[v.size() / 2];
-}
-
 void Run(const Workload& w, const Args& args, sattn_context* ctx, int threads) {
   int rank = 0, size = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -70,8 +62,8 @@ void Run(const Workload& w, const Args& args, sattn_context* ctx, int threads) {
   std::mt19937 q_rng(99);  // the same query on every rank
   for (float& x : q) x = u(q_rng);
   std::vector<uint16_t> k(w.batch * mine * w.heads_kv * w.head_dim), v(k.size());
-  for (uint16_t& x : k) x = ToF16(u(rng));
-  for (uint16_t& x : v) x = ToF16(u(rng));
+  for (uint16_t& x : k) x = F32ToF16(u(rng));
+  for (uint16_t& x : v) x = F32ToF16(u(rng));
   std::vector<float> out(q.size()), lse(w.batch * w.heads_q * w.seq_q), first_out;
   const int64_t q_shape[4] = {w.batch, w.seq_q, w.heads_q, w.head_dim};
   const int64_t kv_shape[4] = {w.batch, mine, w.heads_kv, w.head_dim};
@@ -186,12 +178,8 @@ int main(int argc, char** argv) {
   MPI_Comm_free(&node);
   const int cores = std::max(1u, std::thread::hardware_concurrency());
   const int threads = args.threads > 0 ? args.threads : std::max(1, cores / node_ranks);
-  sattn_context_options copts{};
-  copts.struct_size = sizeof(copts);
-  copts.num_threads = threads;
-  copts.backend = SATTN_BACKEND_CPU;
-  sattn_context* ctx = nullptr;
-  if (sattn_context_create(&copts, &ctx) != SATTN_OK) {
+  sattn_context* ctx = NewCpuContext(threads);
+  if (ctx == nullptr) {
     std::fprintf(stderr, "context: %s\n", sattn_last_error());
     MPI_Abort(MPI_COMM_WORLD, 1);
   }

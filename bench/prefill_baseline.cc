@@ -10,28 +10,11 @@
 #include <cblas.h>
 #endif
 
+#include "core/dtype.h"
+
 namespace streamattn {
 namespace bench {
 namespace {
-
-float HalfToFloat(uint16_t h, sattn_dtype dtype) {
-  if (dtype == SATTN_DTYPE_BF16) {
-    const uint32_t u = static_cast<uint32_t>(h) << 16;
-    float f;
-    std::memcpy(&f, &u, 4);
-    return f;
-  }
-  const uint32_t sign = static_cast<uint32_t>(h & 0x8000) << 16, e = (h >> 10) & 0x1F,
-                 m = h & 0x3FF;
-  float f;
-  if (e == 0) {
-    f = std::ldexp(static_cast<float>(m), -24);
-    return sign ? -f : f;
-  }
-  const uint32_t u = sign | (e == 31 ? 0x7F800000u | (m << 13) : ((e + 112) << 23) | (m << 13));
-  std::memcpy(&f, &u, 4);
-  return f;
-}
 
 // Head h of a [1, seq, heads, dim] tensor as a dense f32 [seq, dim] matrix.
 [[maybe_unused]] void GatherHead(const void* src, sattn_dtype dtype, int64_t seq, int64_t heads,
@@ -42,7 +25,9 @@ float HalfToFloat(uint16_t h, sattn_dtype dtype) {
       std::memcpy(dst + i * dim, static_cast<const float*>(src) + offset, dim * sizeof(float));
     } else {
       const uint16_t* row = static_cast<const uint16_t*>(src) + offset;
-      for (int64_t d = 0; d < dim; ++d) dst[i * dim + d] = HalfToFloat(row[d], dtype);
+      for (int64_t d = 0; d < dim; ++d) {
+        dst[i * dim + d] = dtype == SATTN_DTYPE_BF16 ? BF16ToF32(row[d]) : F16ToF32(row[d]);
+      }
     }
   }
 }
