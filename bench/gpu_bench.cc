@@ -1,4 +1,4 @@
-// streamattn_gpu_bench: the CUDA plugin's throughput on the shapes of issue 6, as CSV lines
+// streamattn_gpu_bench: the CUDA plugin's throughput on the shapes below, as CSV lines
 // for bench/gpu_check.sh to put beside PyTorch's numbers:
 //   forward,<head_dim>,<seq>,<causal>,<TFLOP/s>     batch 4, 16 heads, f16, seq_q = seq_k
 //   decode,<head_dim>,<seq_k>,<paged>,<GB/s>        batch 4, 32 query heads over 8, one query

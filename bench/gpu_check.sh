@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The CUDA backend on a GPU host, in one call of at most 8 minutes (issue 6): builds for sm_90
+# The CUDA backend on a GPU host, in one call of at most 8 minutes: builds for sm_90
 # into build-gpu (a minute or two with 16 jobs), runs the cross-backend tests (CUDA against the CPU backend and the float64
 # oracle), then prints forward TFLOP/s and decode GB/s beside PyTorch's SDPA on the same shapes.
 #   bench/gpu_check.sh [build-dir]     (run from anywhere; needs nvcc, a GPU and PyTorch)
