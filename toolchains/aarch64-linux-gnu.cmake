@@ -8,16 +8,7 @@
 # emulated core is chosen when the tests run, with STREAMATTN_QEMU_CPU (cortex-a72: NEON only,
 # max: SVE2; default max). The discovered test lists depend on the core: delete
 # tests/*_tests.cmake in the build directory when switching (scripts/test-arm.sh does).
-set(CMAKE_SYSTEM_NAME Linux)
 set(CMAKE_SYSTEM_PROCESSOR aarch64)
-set(CMAKE_C_COMPILER aarch64-linux-gnu-gcc)
-set(CMAKE_CXX_COMPILER aarch64-linux-gnu-g++)
-# Multiarch: the arm64 packages install into /usr/lib/aarch64-linux-gnu of the host itself, so
-# the library architecture, not a sysroot, is what points find_package at them.
-set(CMAKE_LIBRARY_ARCHITECTURE aarch64-linux-gnu)
-set(CMAKE_FIND_ROOT_PATH /usr/aarch64-linux-gnu)
-set(CMAKE_FIND_ROOT_PATH_MODE_PROGRAM NEVER)
-set(CMAKE_FIND_ROOT_PATH_MODE_LIBRARY BOTH)
-set(CMAKE_FIND_ROOT_PATH_MODE_INCLUDE BOTH)
-set(CMAKE_FIND_ROOT_PATH_MODE_PACKAGE BOTH)
+set(STREAMATTN_CROSS_TRIPLET aarch64-linux-gnu)
+include(${CMAKE_CURRENT_LIST_DIR}/debian-multiarch.cmake)
 set(CMAKE_CROSSCOMPILING_EMULATOR ${CMAKE_CURRENT_LIST_DIR}/qemu-run.sh qemu-aarch64 max)

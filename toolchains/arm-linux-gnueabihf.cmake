@@ -13,17 +13,9 @@
 #
 # ctest runs the binaries under qemu-arm through qemu-run.sh; STREAMATTN_QEMU_CPU picks the
 # emulated core when the tests run (default cortex-a15: NEON and VFPv4, like most ARMv7 boards).
-set(CMAKE_SYSTEM_NAME Linux)
 set(CMAKE_SYSTEM_PROCESSOR armv7l)
-set(CMAKE_C_COMPILER arm-linux-gnueabihf-gcc)
-set(CMAKE_CXX_COMPILER arm-linux-gnueabihf-g++)
-# Multiarch: the armhf packages install into /usr/lib/arm-linux-gnueabihf of the host itself.
-set(CMAKE_LIBRARY_ARCHITECTURE arm-linux-gnueabihf)
-set(CMAKE_FIND_ROOT_PATH /usr/arm-linux-gnueabihf)
-set(CMAKE_FIND_ROOT_PATH_MODE_PROGRAM NEVER)
-set(CMAKE_FIND_ROOT_PATH_MODE_LIBRARY BOTH)
-set(CMAKE_FIND_ROOT_PATH_MODE_INCLUDE BOTH)
-set(CMAKE_FIND_ROOT_PATH_MODE_PACKAGE BOTH)
+set(STREAMATTN_CROSS_TRIPLET arm-linux-gnueabihf)
+include(${CMAKE_CURRENT_LIST_DIR}/debian-multiarch.cmake)
 # GCC notes every std::vector<int64_t> argument with "parameter passing ... changed in GCC 7.1"
 # (-Wpsabi): that ABI change only matters when linking objects built by GCC 6 or older.
 set(CMAKE_CXX_FLAGS_INIT -Wno-psabi)
