@@ -140,7 +140,7 @@ void CheckShape(D d, std::mt19937& rng, int64_t rows, int64_t heads_kv, int64_t 
       // One kv head of up to 4 rows that divide the lanes always streams on these targets.
       if (heads_kv == 1 && rows != 3) ASSERT_TRUE(c.plan.stream_tiles) << rows << " rows";
       if (!c.plan.stream_tiles) break;
-      StreamCacheTiles<E>(d, c.a, c.plan, c.item, 0, tiles, c.a.seq_k, c.s);
+      StreamCacheTiles(d, E{}, E{}, c.a, c.plan, c.item, 0, tiles, c.a.seq_k, c.s);
       c.ExpectStatesOver(tiles * kpt, "streamed run");
     }
   }
@@ -151,7 +151,7 @@ void CheckShape(D d, std::mt19937& rng, int64_t rows, int64_t heads_kv, int64_t 
     ASSERT_TRUE(MarkPanelsForTile(c.a, c.plan, c.item, keys, tile, c.s));
     if constexpr (kNativeF16) {
       if (c.plan.cache_in_place) {
-        AdvanceHeadsOverCacheTile<E>(d, c.a, c.plan, c.item, tile, nb, c.s);
+        AdvanceHeadsOverCacheTile(d, E{}, E{}, c.a, c.plan, c.item, tile, nb, c.s);
         c.ExpectStatesOver(nb, c.plan.packed_scores ? "in place, packed" : "in place");
         continue;
       }

@@ -252,7 +252,8 @@ void CheckCacheRowsMatchDenseRows() {
   const size_t dim = RoundUp(128, lanes), keys = 12, ldst = 8 + 4;
   CacheRowsFixture<E> cache(rng, keys, dim), next(rng, keys, dim);
   const DenseRows dense{cache.dense.data(), dim};
-  const CacheRows<E> in_place{cache.pointers.data(), 0, next.pointers.data(), next.pointers.data()};
+  const CacheRows<E> in_place{E{}, cache.pointers.data(), 0, next.pointers.data(),
+                              next.pointers.data()};
   for (size_t rows = 1; rows <= 7; rows += 3) {
     const std::vector<float> q = RandomVector(rng, rows * dim);
     std::vector<float> want(keys * ldst, 0.0f), got(keys * ldst, 0.0f);

@@ -18,6 +18,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 #include <utility>
 
 #include "core/attention_args.h"
@@ -30,38 +31,45 @@ namespace streamattn {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-// Calls f with a value of the element type of a cache of `dtype`: today the float dtypes
-// (F32Element, F16Element, BF16Element). A format that is not a plain float dtype gets its
-// case here, before them.
+// Calls f with the element the kernels read cache tensor `cache` (a.k or a.v) as: a value of
+// its element type, built from the call where the format carries state (a scale). Today the
+// float dtypes (F32Element, F16Element, BF16Element, which carry none). A format that is not a
+// plain float dtype gets its case here, before them.
 template <class F>
-HWY_INLINE void WithCacheElement(DType dtype, F&& f) {
-  WithFloatElement(dtype, std::forward<F>(f));
+HWY_INLINE void WithCacheElement(const AttentionArgs& /* a */, const Tensor& cache, F&& f) {
+  WithFloatElement(cache.dtype, std::forward<F>(f));
 }
 
-// Converts keys [k0, k0 + nb) of kv heads [hkv_begin, hkv_begin + plan.heads) of sequence b to
-// dense f32, key after key and head after head, so the reads sweep the cache in address order
-// (contiguous or paged alike). The tile is key-major: head h's row of key c is at
-// k_tile + (c * heads + h) * dim_pad (a head's rows are heads * dim_pad apart), V likewise;
-// K rows past nb, to nb_pad, are zero.
-// Converts row(s) of key `key` of tensor t (k or v) for kv heads [hkv_begin, hkv_begin +
-// heads) into `rows`, rows of `dim` elements `dim_pad` apart (the padding zeroed). When a key's
-// heads are one dense run of elements (the usual [.., heads_kv, dim] layout with unpadded
-// dims), one conversion covers all of them.
+// Calls f(k_element, v_element) with the elements of a cache whose K and V hold one element
+// type (plan.cache_in_place: the in-place tiles are compiled for one type per call).
+template <class F>
+HWY_INLINE void WithCacheElements(const AttentionArgs& a, const F& f) {
+  WithCacheElement(a, a.k, [&](const auto& k_element) {
+    WithCacheElement(a, a.v, [&](const auto& v_element) {
+      using E = std::decay_t<decltype(k_element)>;
+      if constexpr (std::is_same_v<E, std::decay_t<decltype(v_element)>>) f(k_element, v_element);
+    });
+  });
+}
+
+// Converts row(s) of key `key` of tensor t (k or v, elements read as `element`) for kv heads
+// [hkv_begin, hkv_begin + heads) into `rows`, rows of `dim` elements `dim_pad` apart (the
+// padding zeroed). When a key's heads are one dense run of elements (the usual
+// [.., heads_kv, dim] layout with unpadded dims), one conversion covers all of them.
 template <class E, class D>
-HWY_INLINE void ConvertKeyRows(D d, const AttentionArgs& a, const Tensor& t, int64_t b, int64_t key,
-                               int64_t hkv_begin, size_t heads, size_t dim, size_t dim_pad,
-                               float* HWY_RESTRICT rows) {
+HWY_INLINE void ConvertKeyRows(D d, const E& element, const AttentionArgs& a, const Tensor& t,
+                               int64_t b, int64_t key, int64_t hkv_begin, size_t heads, size_t dim,
+                               size_t dim_pad, float* HWY_RESTRICT rows) {
   using Stored = typename E::Stored;
+  auto row_of = [&](int64_t head) { return static_cast<const Stored*>(a.KeyRow(t, b, key, head)); };
   if (dim == dim_pad && t.stride(3) == 1 &&
       (heads == 1 || t.stride(2) == static_cast<int64_t>(dim))) {
-    ConvertRow<E>(d, static_cast<const Stored*>(a.KeyRow(t, b, key, hkv_begin)), 1, heads * dim,
-                  rows);
+    ConvertRow(d, element, row_of(hkv_begin), 1, heads * dim, rows);
     return;
   }
   for (size_t h = 0; h < heads; ++h) {
     float* row = rows + h * dim_pad;
-    const int64_t head = hkv_begin + static_cast<int64_t>(h);
-    ConvertRow<E>(d, static_cast<const Stored*>(a.KeyRow(t, b, key, head)), t.stride(3), dim, row);
+    ConvertRow(d, element, row_of(hkv_begin + static_cast<int64_t>(h)), t.stride(3), dim, row);
     std::fill(row + dim, row + dim_pad, 0.0f);
   }
 }
@@ -77,14 +85,14 @@ HWY_INLINE void ConvertKeyTile(D d, const AttentionArgs& a, const AttentionPlan&
                                float* HWY_RESTRICT k_tile, float* HWY_RESTRICT v_tile) {
   const size_t heads = static_cast<size_t>(plan.heads);
   const size_t dim_v = static_cast<size_t>(a.head_dim_v);
-  WithCacheElement(a.k.dtype, [&](auto k_element) {
-    WithCacheElement(a.v.dtype, [&](auto v_element) {
+  WithCacheElement(a, a.k, [&](auto k_element) {
+    WithCacheElement(a, a.v, [&](auto v_element) {
       for (size_t c = 0; c < nb; ++c) {
         const int64_t key = k0 + static_cast<int64_t>(c);
-        ConvertKeyRows<decltype(k_element)>(d, a, a.k, b, key, hkv_begin, heads, plan.dim,
-                                            plan.dim_pad, k_tile + c * heads * plan.dim_pad);
-        ConvertKeyRows<decltype(v_element)>(d, a, a.v, b, key, hkv_begin, heads, dim_v,
-                                            plan.dim_v_pad, v_tile + c * heads * plan.dim_v_pad);
+        ConvertKeyRows(d, k_element, a, a.k, b, key, hkv_begin, heads, plan.dim, plan.dim_pad,
+                       k_tile + c * heads * plan.dim_pad);
+        ConvertKeyRows(d, v_element, a, a.v, b, key, hkv_begin, heads, dim_v, plan.dim_v_pad,
+                       v_tile + c * heads * plan.dim_v_pad);
       }
     });
   });

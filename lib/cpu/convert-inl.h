@@ -57,34 +57,35 @@ HWY_INLINE hn::Vec<DF> LoadF16AsF32(DF df, const hwy::float16_t* HWY_RESTRICT p)
 }
 
 // The floating-point element types of a tensor, as the kernels read them: Load gives a vector
-// of f32 from element i of a row, LoadOne a single element (tails, strided rows). The element
-// types of K/V caches, these and any other, are chosen at one place: WithCacheElement
-// (cache_element-inl.h).
+// of f32 from element i of a row, LoadOne a single element (tails, strided rows). Kernels hold
+// element values, not just types, so that a format may carry state (a scale); these carry
+// none. The element types of K/V caches, these and any other, are chosen at one place:
+// WithCacheElement (cache_element-inl.h).
 struct F32Element {
   using Stored = float;
   template <class D>
-  static HWY_INLINE hn::Vec<D> Load(D d, const Stored* HWY_RESTRICT row, size_t i) {
+  HWY_INLINE hn::Vec<D> Load(D d, const Stored* HWY_RESTRICT row, size_t i) const {
     return hn::LoadU(d, row + i);
   }
-  static HWY_INLINE float LoadOne(const Stored* p) { return *p; }
+  HWY_INLINE float LoadOne(const Stored* p) const { return *p; }
 };
 
 struct F16Element {
   using Stored = hwy::float16_t;
   template <class D>
-  static HWY_INLINE hn::Vec<D> Load(D d, const Stored* HWY_RESTRICT row, size_t i) {
+  HWY_INLINE hn::Vec<D> Load(D d, const Stored* HWY_RESTRICT row, size_t i) const {
     return LoadF16AsF32(d, row + i);
   }
-  static HWY_INLINE float LoadOne(const Stored* p) { return LoadAsFloat(DType::kF16, p); }
+  HWY_INLINE float LoadOne(const Stored* p) const { return LoadAsFloat(DType::kF16, p); }
 };
 
 struct BF16Element {
   using Stored = hwy::bfloat16_t;
   template <class D>
-  static HWY_INLINE hn::Vec<D> Load(D d, const Stored* HWY_RESTRICT row, size_t i) {
+  HWY_INLINE hn::Vec<D> Load(D d, const Stored* HWY_RESTRICT row, size_t i) const {
     return hn::PromoteTo(d, hn::LoadU(hn::Rebind<hwy::bfloat16_t, D>(), row + i));
   }
-  static HWY_INLINE float LoadOne(const Stored* p) { return LoadAsFloat(DType::kBF16, p); }
+  HWY_INLINE float LoadOne(const Stored* p) const { return LoadAsFloat(DType::kBF16, p); }
 };
 
 // Calls f with the element type of a float dtype (f32, f16, bf16); not at all for kI32, which
@@ -103,20 +104,22 @@ HWY_INLINE void WithFloatElement(DType dtype, F&& f) {
   }
 }
 
-// dst[i] = row[i * stride] as float, for i < n, for a row of element type E: vectors where the
-// row is contiguous, one element at a time for the tail and for strided rows.
+// dst[i] = row[i * stride] as float, for i < n, for a row of `element`'s type: vectors where
+// the row is contiguous, one element at a time for the tail and for strided rows.
 template <class E, class D>
-HWY_INLINE void ConvertRow(D d, const typename E::Stored* HWY_RESTRICT row, int64_t stride,
-                           size_t n, float* HWY_RESTRICT dst) {
+HWY_INLINE void ConvertRow(D d, const E& element, const typename E::Stored* HWY_RESTRICT row,
+                           int64_t stride, size_t n, float* HWY_RESTRICT dst) {
   size_t i = 0;
   if (stride == 1) {
     if constexpr (std::is_same_v<E, F32Element>) {
       std::memcpy(dst, row, n * sizeof(float));
       return;
     }
-    for (; i + hn::Lanes(d) <= n; i += hn::Lanes(d)) hn::StoreU(E::Load(d, row, i), d, dst + i);
+    for (; i + hn::Lanes(d) <= n; i += hn::Lanes(d)) {
+      hn::StoreU(element.Load(d, row, i), d, dst + i);
+    }
   }
-  for (; i < n; ++i) dst[i] = E::LoadOne(row + static_cast<int64_t>(i) * stride);
+  for (; i < n; ++i) dst[i] = element.LoadOne(row + static_cast<int64_t>(i) * stride);
 }
 
 // dst[i] = row[i * stride] as float, for i < n, for a row of a float dtype.
@@ -125,7 +128,7 @@ HWY_INLINE void LoadRowAsF32(D d, DType dtype, const void* row, int64_t stride, 
                              float* HWY_RESTRICT dst) {
   WithFloatElement(dtype, [&](auto element) {
     using E = decltype(element);
-    ConvertRow<E>(d, static_cast<const typename E::Stored*>(row), stride, n, dst);
+    ConvertRow(d, element, static_cast<const typename E::Stored*>(row), stride, n, dst);
   });
 }
 

@@ -63,9 +63,9 @@ HWY_INLINE const char* UncoveredTail(const char* row, size_t bytes) {
              : nullptr;
 }
 
-// E is a cache element type (cache_element-inl.h), E::Stored what the cache holds. Each row
-// holds at least as many elements as the kernel reads (callers use this only for head dims that
-// are whole vectors).
+// E is a cache element type (cache_element-inl.h), E::Stored what the cache holds; `element`
+// reads it. Each row holds at least as many elements as the kernel reads (callers use this
+// only for head dims that are whole vectors).
 //
 // Reading a head's rows of a tile while the tile's keys also hold the other heads' rows ([..,
 // heads, dim] caches) is a pattern the hardware prefetchers follow poorly, so the rows also
@@ -87,6 +87,7 @@ HWY_INLINE const char* UncoveredTail(const char* row, size_t bytes) {
 template <class E>
 struct CacheRows {
   using T = typename E::Stored;
+  E element;
   const T* const* rows;  // rows[r]: where row r's elements are, offset by `offset`
   ptrdiff_t offset;      // elements added to every row pointer: a head's offset, then a column
   // NextKey and NextValue only: the K and V rows to prefetch, row for row, and the offsets of
@@ -98,17 +99,22 @@ struct CacheRows {
 
   const T* Row(size_t row) const { return rows[row] + offset; }
   template <class D>
-  static HWY_INLINE hn::Vec<D> Load(D d, const T* HWY_RESTRICT row, size_t i) {
-    return E::Load(d, row, i);
+  HWY_INLINE hn::Vec<D> Load(D d, const T* HWY_RESTRICT row, size_t i) const {
+    return element.Load(d, row, i);
   }
   // The same rows, and rows to prefetch, from column `columns` on.
   CacheRows Columns(size_t columns) const {
     const ptrdiff_t c = static_cast<ptrdiff_t>(columns);
-    return CacheRows{rows,        offset + c,          next_keys,
-                     next_values, next_key_offset + c, next_value_offset + c};
+    return CacheRows{element,
+                     rows,
+                     offset + c,
+                     next_keys,
+                     next_values,
+                     next_key_offset + c,
+                     next_value_offset + c};
   }
   // The same rows without rows to prefetch (for every block of rows but the first).
-  CacheRows WithoutPrefetch() const { return CacheRows{rows, offset}; }
+  CacheRows WithoutPrefetch() const { return CacheRows{element, rows, offset}; }
   // Where row `row`'s K and V rows to prefetch start.
   static constexpr bool kPrefetches = true;
   static constexpr size_t kElementBytes = sizeof(T);

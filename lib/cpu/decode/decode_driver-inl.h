@@ -57,8 +57,8 @@ void DecodeTile(D d, const AttentionArgs& a, const AttentionPlan& plan, const Wo
   // Compiled only where f16 converts by an instruction (plan.cache_in_place is false elsewhere).
   if constexpr (kNativeF16) {
     if (plan.cache_in_place && !s.panel_partial[0]) {
-      WithCacheElement(a.k.dtype, [&](auto element) {
-        AdvanceHeadsOverCacheTile<decltype(element)>(d, a, plan, item, tile, keys.key_hi + 1, s);
+      WithCacheElements(a, [&](const auto& k_element, const auto& v_element) {
+        AdvanceHeadsOverCacheTile(d, k_element, v_element, a, plan, item, tile, keys.key_hi + 1, s);
       });
       return;
     }
@@ -89,8 +89,8 @@ void DecodeWorkItem(D d, const AttentionArgs& a, const AttentionPlan& plan, cons
     const TileKeys tile = TileAt(plan, keys, k0, 4);  // DotScores' key blocks
     if constexpr (kStreamTilesOnTarget) {
       if (const int64_t run = StreamedTiles(a, plan, keys, tile); run > 0) {
-        WithCacheElement(a.k.dtype, [&](auto element) {
-          StreamCacheTiles<decltype(element)>(d, a, plan, item, k0, run, keys.key_hi + 1, s);
+        WithCacheElements(a, [&](const auto& k_element, const auto& v_element) {
+          StreamCacheTiles(d, k_element, v_element, a, plan, item, k0, run, keys.key_hi + 1, s);
         });
         k0 += run * kpt;
         continue;

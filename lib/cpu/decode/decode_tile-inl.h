@@ -91,12 +91,12 @@ HWY_NOINLINE void AdvanceHeadByDots(D d, const AttentionArgs& a, const Attention
 // 1.02 at head_dim 128 over 8 heads, of 16 keys the same as 8.
 constexpr size_t kScoreBlockKeys = 8;
 
-// Every head's scores over one tile read in place, packed key after key into its own buffer
-// (head h's at st + h * packed_st_stride). key_rows holds the tile's keys and then the next
-// tile's, kpt + kpt pointers.
+// Every head's scores over one tile read in place (elements read as k_element), packed key
+// after key into its own buffer (head h's at st + h * packed_st_stride). key_rows holds the
+// tile's keys and then the next tile's, kpt + kpt pointers.
 template <class E, class D>
-HWY_INLINE void ScorePackedHeads(D d, const AttentionArgs& a, const AttentionPlan& plan,
-                                 size_t rows, size_t nb_pad,
+HWY_INLINE void ScorePackedHeads(D d, const E& k_element, const AttentionArgs& a,
+                                 const AttentionPlan& plan, size_t rows, size_t nb_pad,
                                  const typename E::Stored* const* key_rows,
                                  const AttentionScratch& s, float* HWY_RESTRICT st) {
   static_assert(kKeysPerTile % kScoreBlockKeys == 0, "tiles hold whole blocks");
@@ -104,8 +104,8 @@ HWY_INLINE void ScorePackedHeads(D d, const AttentionArgs& a, const AttentionPla
     const size_t keys = std::min(kScoreBlockKeys, nb_pad - c);  // a multiple of 4
     for (int64_t h = 0; h < plan.heads; ++h) {
       const ptrdiff_t offset = static_cast<ptrdiff_t>(h * a.k.stride(2));
-      const CacheRows<E> block{key_rows + c, offset, key_rows + c + kScoreBlockKeys, nullptr,
-                               offset};
+      const CacheRows<E> block{k_element, key_rows + c, offset, key_rows + c + kScoreBlockKeys,
+                               nullptr,   offset};
       DotScores(d, s.Head(h).q, plan.dim_pad, rows, block, keys, plan.dim_pad,
                 st + static_cast<size_t>(h) * plan.packed_st_stride + c * rows, rows);
     }
@@ -162,12 +162,14 @@ HWY_INLINE void FillCacheTileRows(const AttentionArgs& a, const AttentionPlan& p
   }
 }
 
-// Every kv head of the item over one tile read from the cache in place (elements of type E),
-// a tile every row sees whole, so no key is hidden and no V row needs the NaN-safe product.
-// Each head's rows also carry the rows to prefetch as the products walk them (kv_rows-inl.h):
-// the next head's K rows during the scores, its V rows during the P.V.
+// Every kv head of the item over one tile read from the cache in place (K and V of one element
+// type E, read as k_element and v_element), a tile every row sees whole, so no key is hidden and
+// no V row needs the NaN-safe product. Each head's rows also carry the rows to prefetch as the
+// products walk them (kv_rows-inl.h): the next head's K rows during the scores, its V rows
+// during the P.V.
 template <class E, class D>
-HWY_NOINLINE void AdvanceHeadsOverCacheTile(D d, const AttentionArgs& a, const AttentionPlan& plan,
+HWY_NOINLINE void AdvanceHeadsOverCacheTile(D d, const E& k_element, const E& v_element,
+                                            const AttentionArgs& a, const AttentionPlan& plan,
                                             const WorkItem& item, const TileKeys& tile,
                                             int64_t key_end, const AttentionScratch& s) {
   using T = typename E::Stored;
@@ -188,14 +190,15 @@ HWY_NOINLINE void AdvanceHeadsOverCacheTile(D d, const AttentionArgs& a, const A
   };
   auto head_values = [&](size_t h) {
     const auto [next, next_offset] = after(h, value_rows, next_value_rows, a.v);
-    return CacheRows<E>{value_rows, static_cast<ptrdiff_t>(h) * a.v.stride(2), nullptr, next, 0,
+    return CacheRows<E>{v_element,  value_rows, static_cast<ptrdiff_t>(h) * a.v.stride(2),
+                        nullptr,    next,       0,
                         next_offset};
   };
   if (!plan.packed_scores) {
     for (size_t h = 0; h < heads; ++h) {
       const auto [next, next_offset] = after(h, key_rows, next_key_rows, a.k);
-      const CacheRows<E> keys{key_rows, static_cast<ptrdiff_t>(h) * a.k.stride(2), next, nullptr,
-                              next_offset};
+      const CacheRows<E> keys{k_element, key_rows, static_cast<ptrdiff_t>(h) * a.k.stride(2),
+                              next,      nullptr,  next_offset};
       AdvanceHeadByDots(d, a, plan, item, static_cast<int64_t>(h), tile, keys, head_values(h), s);
     }
     return;
@@ -204,7 +207,7 @@ HWY_NOINLINE void AdvanceHeadsOverCacheTile(D d, const AttentionArgs& a, const A
   // P.V runs after head h + 1's softmax, so the softmax's long dependency chain (max, exp2,
   // lane rotations) overlaps with independent products instead of stalling the P.V that waits
   // on it. Two sets of alpha alternate between the heads.
-  ScorePackedHeads<E>(d, a, plan, rows, tile.nb_pad, key_rows, s, s.scores);
+  ScorePackedHeads(d, k_element, a, plan, rows, tile.nb_pad, key_rows, s, s.scores);
   float* alpha[2] = {s.alpha, s.alpha + plan.rows_pad};
   for (size_t h = 0; h <= heads; ++h) {
     if (h < heads) {

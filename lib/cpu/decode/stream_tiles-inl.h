@@ -113,11 +113,12 @@ HWY_INLINE void StepPV(D d, size_t dim_v_pad, const float* p, const CacheRows<E>
 // its own, not inlined into the tile loop, so that its registers are allocated for the
 // products alone.
 template <size_t kRows, class E, class D>
-HWY_NOINLINE void StreamStep(D d, const AttentionArgs& a, const AttentionPlan& plan, size_t rows,
-                             size_t j, bool score, const typename E::Stored* const* k_rows,
-                             float* score_tiles, bool multiply,
-                             const typename E::Stored* const* v_rows, const float* p_tiles,
-                             float* HWY_RESTRICT alpha, const AttentionScratch& s) {
+HWY_NOINLINE void StreamStep(D d, const E& k_element, const E& v_element, const AttentionArgs& a,
+                             const AttentionPlan& plan, size_t rows, size_t j, bool score,
+                             const typename E::Stored* const* k_rows, float* score_tiles,
+                             bool multiply, const typename E::Stored* const* v_rows,
+                             const float* p_tiles, float* HWY_RESTRICT alpha,
+                             const AttentionScratch& s) {
   using T = typename E::Stored;
   const size_t heads = static_cast<size_t>(plan.heads), kpt = plan.keys_per_tile;
   const size_t N = hn::Lanes(d), dvp = plan.dim_v_pad, R = plan.rows_pad;
@@ -129,7 +130,8 @@ HWY_NOINLINE void StreamStep(D d, const AttentionArgs& a, const AttentionPlan& p
     const T* next[kStreamStepKeys];
     if (score) {
       walk.Rows(k_rows, j + kStreamStepKeys, heads, k_stride, next);
-      const CacheRows<E> keys{k_rows + j, static_cast<ptrdiff_t>(h) * k_stride, next, nullptr, 0};
+      const CacheRows<E> keys{k_element, k_rows + j, static_cast<ptrdiff_t>(h) * k_stride,
+                              next,      nullptr,    0};
       float* st = score_tiles + h * plan.packed_st_stride;
       if constexpr (kRows > 0) {
         static_assert(kStreamStepKeys == 4, "a step is one DotBlock of 4 keys, or two of 2");
@@ -146,8 +148,8 @@ HWY_NOINLINE void StreamStep(D d, const AttentionArgs& a, const AttentionPlan& p
     }
     if (multiply) {
       walk.Rows(v_rows, j + kStreamStepKeys, heads, v_stride, next);
-      const CacheRows<E> values{v_rows + j, static_cast<ptrdiff_t>(h) * v_stride, nullptr, next, 0,
-                                0};
+      const CacheRows<E> values{
+          v_element, v_rows + j, static_cast<ptrdiff_t>(h) * v_stride, nullptr, next, 0, 0};
       const float* p = p_tiles + h * plan.packed_st_stride + j * rows;
       const float* head_alpha = j == 0 ? alpha + h * R : nullptr;
       if constexpr (kRows > 1) {
@@ -174,11 +176,13 @@ HWY_NOINLINE void StreamStep(D d, const AttentionArgs& a, const AttentionPlan& p
 }
 
 // Advances the item's kv heads over `tiles` whole tiles from key k_first, each seen whole by
-// every row and read in place (elements of type E), software-pipelined as the top of this file
-// says. Keys from key_end on are never read (row pointers past it repeat the first key's).
-// Called (so compiled) only where kStreamTilesOnTarget (AVX2 and up).
+// every row and read in place (K and V of element type E, read as k_element and v_element),
+// software-pipelined as the top of this file says. Keys from key_end on are never read (row
+// pointers past it repeat the first key's). Called (so compiled) only where kStreamTilesOnTarget
+// (AVX2 and up).
 template <class E, class D>
-HWY_NOINLINE void StreamCacheTiles(D d, const AttentionArgs& a, const AttentionPlan& plan,
+HWY_NOINLINE void StreamCacheTiles(D d, const E& k_element, const E& v_element,
+                                   const AttentionArgs& a, const AttentionPlan& plan,
                                    const WorkItem& item, int64_t k_first, int64_t tiles,
                                    int64_t key_end, const AttentionScratch& s) {
   static_assert(kKeysPerTile % kStreamStepKeys == 0, "tiles hold whole steps");
@@ -219,19 +223,19 @@ HWY_NOINLINE void StreamCacheTiles(D d, const AttentionArgs& a, const AttentionP
       // blocks (plan.stream_tiles: 1, 2 or 4 rows) when head_dim_v is whole blocks of 4 vectors.
       if (plan.dim_v_pad % (4 * hn::Lanes(d)) == 0) {
         if (rows == 4) {
-          StreamStep<4, E>(d, a, plan, rows, j, score, k_rows, score_tiles, multiply, v_rows,
-                           p_tiles, alpha, s);
+          StreamStep<4>(d, k_element, v_element, a, plan, rows, j, score, k_rows, score_tiles,
+                        multiply, v_rows, p_tiles, alpha, s);
         } else if (rows == 2) {
-          StreamStep<2, E>(d, a, plan, rows, j, score, k_rows, score_tiles, multiply, v_rows,
-                           p_tiles, alpha, s);
+          StreamStep<2>(d, k_element, v_element, a, plan, rows, j, score, k_rows, score_tiles,
+                        multiply, v_rows, p_tiles, alpha, s);
         } else {
-          StreamStep<1, E>(d, a, plan, rows, j, score, k_rows, score_tiles, multiply, v_rows,
-                           p_tiles, alpha, s);
+          StreamStep<1>(d, k_element, v_element, a, plan, rows, j, score, k_rows, score_tiles,
+                        multiply, v_rows, p_tiles, alpha, s);
         }
         continue;
       }
-      StreamStep<0, E>(d, a, plan, rows, j, score, k_rows, score_tiles, multiply, v_rows, p_tiles,
-                       alpha, s);
+      StreamStep<0>(d, k_element, v_element, a, plan, rows, j, score, k_rows, score_tiles, multiply,
+                    v_rows, p_tiles, alpha, s);
     }
   }
 }
