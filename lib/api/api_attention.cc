@@ -7,14 +7,11 @@
 #include "api/api_checks.h"
 #include "api/api_guard.h"
 #include "core/attention_args.h"
+#include "core/versioned_options.h"
 
 namespace streamattn {
 namespace {
 
-// The first published sattn_attention_options ends with block_table; later fields are
-// appended after it, and an older caller's struct_size stops there.
-constexpr size_t kAttentionOptionsV1Size =
-    offsetof(sattn_attention_options, block_table) + sizeof(const sattn_tensor*);
 constexpr int64_t kMaxHeadDim = 256;
 
 // A validated call: its arguments and the device they live on.
@@ -262,7 +259,7 @@ Status Attention(sattn_context* ctx, const sattn_tensor* q, const sattn_tensor* 
     a.has_lse = true;
   }
   sattn_attention_options o{};
-  SATTN_RETURN_IF_ERROR(ReadOptions(options, "options", kAttentionOptionsV1Size, &o));
+  SATTN_RETURN_IF_ERROR(ReadOptions(options, "options", kFirstAttentionOptionsSize, &o));
   if (o.block_table != nullptr) SATTN_RETURN_IF_ERROR(ReadBlockTable(&call, o.block_table));
   SATTN_RETURN_IF_ERROR(CheckShapes(&a));
   SATTN_RETURN_IF_ERROR(ReadOptionsInto(&call, o));

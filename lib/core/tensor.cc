@@ -3,7 +3,7 @@
 #include <cinttypes>
 #include <limits>
 
-#include "core/self_overlap.h"
+#include "core/view_overlap.h"
 
 namespace streamattn {
 namespace {
@@ -39,13 +39,9 @@ int64_t Tensor::NumElements() const {
   return n;
 }
 
-uintptr_t Tensor::LowestByte() const {
-  return reinterpret_cast<uintptr_t>(data) + LowestOffset(*this) * DTypeSize(dtype);
-}
+uintptr_t Tensor::LowestByte() const { return ViewBytes(*this, DTypeSize(dtype)).lo; }
 
-uintptr_t Tensor::EndByte() const {
-  return LowestByte() + (ElementSpan(*this) + 1) * DTypeSize(dtype);
-}
+uintptr_t Tensor::EndByte() const { return ViewBytes(*this, DTypeSize(dtype)).hi; }
 
 Status ValidateTensor(const sattn_tensor* view, const char* name, int rank, Tensor* out) {
   if (view == nullptr) return InvalidArgument("%s must not be NULL", name);
@@ -133,21 +129,15 @@ Status CheckNoSelfOverlap(const Tensor& t, const char* name) {
                          name, i, t.strides[i]);
 }
 
-bool IsIdenticalView(const Tensor& a, const Tensor& b) {
-  if (a.data != b.data || a.dtype != b.dtype || a.ndim != b.ndim) return false;
-  for (int i = 0; i < a.ndim; ++i) {
-    if (a.shape[i] != b.shape[i]) return false;
-    if (a.shape[i] > 1 && a.strides[i] != b.strides[i]) return false;
-  }
-  return true;
-}
+bool IsIdenticalView(const Tensor& a, const Tensor& b) { return IsSameView(a, b); }
 
 Status CheckNoPartialOverlap(const Tensor& out, const char* out_name, const Tensor& in,
                              const char* in_name, bool allow_identical) {
   if (allow_identical && IsIdenticalView(out, in)) return Status();
   if (out.device != in.device) return Status();
-  const bool disjoint = out.EndByte() <= in.LowestByte() || in.EndByte() <= out.LowestByte();
-  if (disjoint) return Status();
+  if (Disjoint(ViewBytes(out, DTypeSize(out.dtype)), ViewBytes(in, DTypeSize(in.dtype)))) {
+    return Status();
+  }
   if (allow_identical) {
     return InvalidArgument("%s overlaps %s in memory without being the identical view", out_name,
                            in_name);

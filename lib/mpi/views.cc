@@ -7,7 +7,7 @@
 #include <utility>
 
 #include "core/dtype.h"
-#include "core/self_overlap.h"
+#include "core/view_overlap.h"
 
 namespace streamattn {
 namespace mpi {
@@ -71,38 +71,12 @@ Error CheckNoSelfOverlap(const sattn_tensor& t, const char* name) {
               "%s.strides[%d]=%" PRId64 " makes the output overlap itself", name, i, t.strides[i]);
 }
 
-namespace {
-
-// The bytes [lo, hi) a view touches.
-std::pair<uintptr_t, uintptr_t> ByteRange(const sattn_tensor& t) {
-  const int64_t size = ElementSize(t.dtype);
-  int64_t lo = 0, hi = size;
-  for (int i = 0; i < t.ndim; ++i) {
-    const int64_t span = t.strides[i] * (t.shape[i] - 1) * size;
-    (span < 0 ? lo : hi) += span;
-  }
-  const uintptr_t base = reinterpret_cast<uintptr_t>(t.data);
-  return {base + lo, base + hi};
-}
-
-bool IsIdentical(const sattn_tensor& a, const sattn_tensor& b) {
-  if (a.data != b.data || a.dtype != b.dtype || a.ndim != b.ndim) return false;
-  for (int i = 0; i < a.ndim; ++i) {
-    if (a.shape[i] != b.shape[i] || (a.shape[i] > 1 && a.strides[i] != b.strides[i])) {
-      return false;
-    }
-  }
-  return true;
-}
-
-}  // namespace
-
 Error CheckNoOverlap(const sattn_tensor& out, const char* out_name, const sattn_tensor& in,
                      const char* in_name, bool allow_identical) {
-  if (allow_identical && IsIdentical(out, in)) return Error();
-  const auto a = ByteRange(out);
-  const auto b = ByteRange(in);
-  if (a.second <= b.first || b.second <= a.first) return Error();
+  if (allow_identical && IsSameView(out, in)) return Error();
+  if (Disjoint(ViewBytes(out, ElementSize(out.dtype)), ViewBytes(in, ElementSize(in.dtype)))) {
+    return Error();
+  }
   return Fail(SATTN_ERR_INVALID_ARGUMENT, "%s overlaps %s in memory%s", out_name, in_name,
               allow_identical ? " without being the identical view" : "");
 }

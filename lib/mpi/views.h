@@ -39,7 +39,7 @@ Error CheckView(const sattn_tensor* t, const char* name, int32_t ndim, bool floa
 // "name.shape[dim]=x must equal want (what)".
 Error CheckExtent(const sattn_tensor& t, const char* name, int dim, int64_t want, const char* what);
 
-// An output must not write any element twice (core/self_overlap.h, the rule the core applies).
+// An output must not write any element twice (core/view_overlap.h, the rule the core applies).
 Error CheckNoSelfOverlap(const sattn_tensor& t, const char* name);
 
 // Outputs must not share a byte with inputs or other outputs; `allow_identical` permits exactly
