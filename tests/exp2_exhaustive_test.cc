@@ -4,11 +4,12 @@
 #include "exp2_accuracy.h"
 #include "gtest/gtest.h"
 #include "hwy/tests/hwy_gtest.h"
+#include "library_target_test.h"
 
 namespace streamattn {
 namespace {
 
-class Exp2ExhaustiveTest : public hwy::TestWithParamTarget {};
+class Exp2ExhaustiveTest : public LibraryTargetTest {};
 HWY_TARGET_INSTANTIATE_TEST_SUITE_P(Exp2ExhaustiveTest);
 
 TEST_P(Exp2ExhaustiveTest, EveryFloatWithinTwoUlp) {

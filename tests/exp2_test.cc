@@ -13,11 +13,12 @@
 #include "exp2_accuracy.h"
 #include "gtest/gtest.h"
 #include "hwy/tests/hwy_gtest.h"
+#include "library_target_test.h"
 
 namespace streamattn {
 namespace {
 
-class Exp2Test : public hwy::TestWithParamTarget {};
+class Exp2Test : public LibraryTargetTest {};
 HWY_TARGET_INSTANTIATE_TEST_SUITE_P(Exp2Test);
 
 TEST_P(Exp2Test, DenseSweepWithinTwoUlp) {
