@@ -22,6 +22,9 @@ int RunInfo(int threads) {
   std::printf("simd target (chosen at run time): %s\n", info.simd_target);
   std::printf("simd targets compiled in: %s\n", info.compiled_targets);
   std::printf("threads: %d\n", info.num_threads);
+  // STREAMATTN_CPU_KERNEL applies.
+  std::printf("cpu prefill tile kernel: f32 %s, f16 %s, bf16 %s\n", info.f32_kernel,
+              info.f16_kernel, info.bf16_kernel);
   std::printf("backend: %s (%s)\n", info.backend == SATTN_BACKEND_CUDA ? "cuda" : "cpu",
               info.backend_reason);
   std::printf("backends:\n  cpu: available\n  cuda: %s\n", info.cuda_availability);

@@ -19,6 +19,7 @@ std::string AttentionCase::Describe() const {
   if (softcap > 0) s << " softcap=" << softcap;
   if (alibi) s << " alibi";
   if (sinks) s << " sinks";
+  if (f32_pv) s << " f32_pv";
   if (mask) s << " mask[" << mask_batch << "," << mask_heads << "]";
   if (!q_order.empty()) s << " q_order";
   if (!kv_order.empty()) s << " kv_order";
@@ -111,6 +112,7 @@ AttentionCall::AttentionCall(const AttentionCase& c)
   options.window_left = c.window_left;
   options.window_right = c.window_right;
   options.softcap = c.softcap;
+  options.f32_pv = c.f32_pv;
   q_view = q.view(), k_view = k.view(), v_view = v.view(), out_view = out.view();
   lse_view = lse.view(), alibi_view = alibi.view(), sinks_view = sinks.view();
   mask_view = mask.view();
@@ -194,14 +196,27 @@ AttentionErrors RunAgainstOracle(sattn_context* ctx, const AttentionCase& c) {
   return CompareWithOracle(c, call);
 }
 
+bool NativeBf16Prefill() {
+  ScopedContext ctx;
+  sattn_context_info info{};
+  info.struct_size = sizeof(info);
+  EXPECT_EQ(sattn_context_get_info(ctx.get(), &info), SATTN_OK) << sattn_last_error();
+  return std::string(info.bf16_kernel) != "f32-fma";
+}
+
 double OutTolerance(const AttentionCase& c) {
+  // P rounded to bf16: at most 2^-9 of each weight, 1e-3 to 2e-3 of the largest |out| measured
+  // on these uniform inputs (docs/performance.md).
+  constexpr double kBf16P = 4e-3;
+  const bool rounds_p = c.q_dtype == SATTN_DTYPE_BF16 && c.kv_dtype == SATTN_DTYPE_BF16 &&
+                        !c.f32_pv && NativeBf16Prefill();
   switch (c.out_dtype) {
     case SATTN_DTYPE_F16:
-      return 1e-3;
+      return rounds_p ? kBf16P : 1e-3;
     case SATTN_DTYPE_BF16:
       return 8e-3;
     default:
-      return 1e-5;
+      return rounds_p ? kBf16P : 1e-5;
   }
 }
 

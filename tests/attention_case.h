@@ -31,6 +31,7 @@ struct AttentionCase {
   int64_t mask_batch = 1, mask_heads = 1;  // 1 broadcasts
   double mask_hide_fraction = 0.0;         // share of mask entries that are -inf
   bool with_lse = true;
+  bool f32_pv = false;             // sattn_attention_options.f32_pv
   std::vector<int64_t> seqused_k;  // per sequence; empty: every sequence has seq_k keys
   int64_t page_size = 0;           // > 0: a paged cache of seq_k / page_size pages per sequence
   uint64_t seed = 1;
@@ -67,8 +68,13 @@ struct AttentionErrors {
 AttentionErrors RunAgainstOracle(sattn_context* ctx, const AttentionCase& c);
 AttentionErrors CompareWithOracle(const AttentionCase& c, const AttentionCall& call);
 
-// The tolerance for out: f32 accumulation (1e-5 of the largest |out|) plus out's own rounding.
+// The tolerance for out: f32 accumulation (1e-5 of the largest |out|) plus out's own rounding,
+// and where the CPU's native bf16 kernel runs (bf16 q, k and v), its rounding of P to bf16.
 double OutTolerance(const AttentionCase& c);
+
+// Whether a context created now (at the SIMD target the test runs, STREAMATTN_CPU_KERNEL
+// applying) multiplies bf16 prefill natively, rounding P to bf16.
+bool NativeBf16Prefill();
 
 // Runs the case and expects out within OutTolerance and lse within 2e-5 of the oracle.
 void ExpectMatchesOracle(sattn_context* ctx, const AttentionCase& c);

@@ -28,9 +28,11 @@ using testing_util::ScopedContext;
 constexpr size_t kAttentionOptionsV1Size =
     offsetof(sattn_attention_options, block_table) + sizeof(const sattn_tensor*);
 constexpr size_t kContextOptionsV1Size = offsetof(sattn_context_options, backend) + sizeof(int32_t);
-// Version 2 appended the allocator.
+// Version 2 appended the allocator, version 3 the CPU kernel.
 constexpr size_t kContextOptionsV2Size =
     offsetof(sattn_context_options, alloc_user) + sizeof(void*);
+constexpr size_t kContextOptionsV3Size =
+    offsetof(sattn_context_options, cpu_kernel) + sizeof(int32_t);
 constexpr size_t kContextInfoV1Size =
     offsetof(sattn_context_info, cuda_availability) + sizeof(const char*);
 constexpr size_t kSoftmaxOptionsV1Size =
@@ -182,10 +184,33 @@ TEST(OptionVersionsTest, ContextOptionsV2UsesItsAllocator) {
   EXPECT_EQ(sattn_context_destroy(ctx), SATTN_OK);
   EXPECT_EQ(counter.live, 0);
 
-  // Between the versions: it would cut alloc_user off.
-  OlderCaller(fields, kContextOptionsV2Size - 1, &older);
-  ExpectStructSizeRejected(sattn_context_create(&older.head, &ctx), "options",
-                           kContextOptionsV2Size - 1);
+  // Between the versions: it would cut alloc_user, or cpu_kernel, off.
+  for (size_t size : {kContextOptionsV2Size - 1, kContextOptionsV3Size - 1}) {
+    OlderCaller(fields, size, &older);
+    ExpectStructSizeRejected(sattn_context_create(&older.head, &ctx), "options", size);
+  }
+}
+
+// Version 3's cpu_kernel is honoured (garbage after version 2 was not: the test above).
+TEST(OptionVersionsTest, ContextOptionsV3ForcesTheCpuKernel) {
+  if (std::getenv("STREAMATTN_CPU_KERNEL") != nullptr) GTEST_SKIP() << "STREAMATTN_CPU_KERNEL set";
+  sattn_context_options fields{};
+  fields.backend = SATTN_BACKEND_CPU;
+  fields.cpu_kernel = SATTN_CPU_KERNEL_F32_FMA;
+  InLargerBuffer<sattn_context_options> older;
+  OlderCaller(fields, kContextOptionsV3Size, &older);
+  sattn_context* ctx = nullptr;
+  ASSERT_EQ(sattn_context_create(&older.head, &ctx), SATTN_OK) << sattn_last_error();
+  const sattn_context_info info = Info(ctx);
+  EXPECT_STREQ(info.bf16_kernel, "f32-fma");
+  EXPECT_STREQ(info.f16_kernel, "f32-fma");
+  EXPECT_STREQ(info.f32_kernel, "f32-fma");
+  EXPECT_EQ(sattn_context_destroy(ctx), SATTN_OK);
+  fields.struct_size = sizeof(fields);
+  fields.cpu_kernel = 77;
+  EXPECT_EQ(sattn_context_create(&fields, &ctx), SATTN_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(sattn_last_error()).find("options->cpu_kernel=77"), std::string::npos)
+      << sattn_last_error();
 }
 
 TEST(OptionVersionsTest, ContextInfoV1IsFilledAndNothingAfterItIsWritten) {

@@ -104,6 +104,25 @@ typedef enum sattn_backend {
   SATTN_BACKEND_CUDA = 2
 } sattn_backend;
 
+/* The tile kernel of prefill-shaped attention on the CPU (sattn_attention with 16 or more
+ * query rows per kv head: prefill, chunked prefill, decoding of large GQA groups), where the
+ * CPU multiplies a dtype natively. The environment variable STREAMATTN_CPU_KERNEL=auto|f32-fma|
+ * avx512-bf16, when set, overrides the option. sattn_context_get_info names the kernel each
+ * input dtype gets. */
+typedef enum sattn_cpu_kernel {
+  /* The fastest kernel this CPU has for the call's dtypes: today avx512-bf16 where q, k and v
+   * are all bf16 and the CPU has AVX512_BF16 (AMD Zen 4 and later, Intel Cooper Lake,
+   * Sapphire Rapids and later), else f32-fma. */
+  SATTN_CPU_KERNEL_AUTO = 0,
+  /* f32 FMAs for every dtype (f16 and bf16 widened exactly): every CPU, the reference. */
+  SATTN_CPU_KERNEL_F32_FMA = 1,
+  /* Native bf16 dot products (vdpbf16ps) where q, k and v are bf16, f32 FMAs elsewhere:
+   * products exact in f32, sums in f32, P rounded to bf16 for P.V unless the call sets
+   * sattn_attention_options.f32_pv. A CPU without AVX512_BF16 (or a process whose SIMD target
+   * is below AVX-512) makes sattn_context_create fail with SATTN_ERR_UNSUPPORTED. */
+  SATTN_CPU_KERNEL_AVX512_BF16 = 2
+} sattn_cpu_kernel;
+
 typedef struct sattn_context_options {
   uint32_t struct_size; /* sizeof(sattn_context_options) */
   int32_t num_threads;  /* CPU threads, the caller's included; 0 or more than the process
@@ -131,6 +150,8 @@ typedef struct sattn_context_options {
   void* (*alloc_fn)(void* alloc_user, size_t bytes, size_t alignment);
   void (*free_fn)(void* alloc_user, void* p);
   void* alloc_user;
+  /* A sattn_cpu_kernel; 0 = auto (appended in the third version of this struct). */
+  int32_t cpu_kernel;
 } sattn_context_options;
 
 typedef struct sattn_context sattn_context;
@@ -150,6 +171,11 @@ typedef struct sattn_context_info {
   const char* simd_target;       /* the CPU SIMD target chosen at run time, e.g. "AVX2" */
   const char* compiled_targets;  /* every SIMD target compiled in, best first */
   const char* cuda_availability; /* "available: ..." or "unavailable: <reason>" */
+  /* The CPU tile kernel prefill-shaped attention runs when q, k and v are all of one dtype,
+   * for each dtype: "f32-fma" or "avx512-bf16" (appended in the second version). */
+  const char* f32_kernel;
+  const char* f16_kernel;
+  const char* bf16_kernel;
 } sattn_context_info;
 
 /* Fills `info` (up to info->struct_size bytes). The strings live as long as the context. */
@@ -213,6 +239,11 @@ typedef struct sattn_attention_options {
    * max_pages * page_size; only the entries of pages holding used keys are read, and each must
    * be in [0, num_pages). */
   const sattn_tensor* block_table;
+  /* Nonzero: P.V in f32 where a native CPU kernel would round the probabilities P to the
+   * inputs' type (bf16: relative error up to 2^-9 per weight, about 1e-3 of the output; see
+   * docs/performance.md), for the f32 kernel's accuracy at part of the native kernel's speed.
+   * Appended in the second version of this struct. */
+  int32_t f32_pv;
 } sattn_attention_options;
 
 /* Exact softmax attention: out = softmax(scale * q k^T + bias) v, streamed over key tiles with

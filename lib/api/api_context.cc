@@ -18,9 +18,11 @@ namespace {
 // Each version's size ends at its last field, so that appending a field never turns away a
 // caller built against an older header.
 constexpr size_t kContextOptionsV1Size = offsetof(sattn_context_options, backend) + sizeof(int32_t);
-// Version 2 appended the allocator.
+// Version 2 appended the allocator, version 3 the CPU kernel.
 constexpr size_t kContextOptionsV2Size =
     offsetof(sattn_context_options, alloc_user) + sizeof(void*);
+constexpr size_t kContextOptionsV3Size =
+    offsetof(sattn_context_options, cpu_kernel) + sizeof(int32_t);
 constexpr size_t kContextInfoV1Size =
     offsetof(sattn_context_info, cuda_availability) + sizeof(const char*);
 constexpr int kMaxThreads = 4096;
@@ -45,6 +47,41 @@ Status RequestedBackend(int32_t option, int32_t* backend, const char** source) {
   return Status();
 }
 
+// The CPU kernel asked for: STREAMATTN_CPU_KERNEL when set, else options->cpu_kernel; then
+// refused, naming it, when this CPU (at the SIMD target chosen now) cannot run it.
+Status RequestedCpuKernel(int32_t option, int32_t* kernel) {
+  *kernel = option;
+  const char* source = "options->cpu_kernel";
+  const char* env = std::getenv("STREAMATTN_CPU_KERNEL");
+  if (env != nullptr && env[0] != '\0') {
+    source = "STREAMATTN_CPU_KERNEL";
+    if (std::strcmp(env, "auto") == 0) {
+      *kernel = SATTN_CPU_KERNEL_AUTO;
+    } else if (std::strcmp(env, "f32-fma") == 0) {
+      *kernel = SATTN_CPU_KERNEL_F32_FMA;
+    } else if (std::strcmp(env, "avx512-bf16") == 0) {
+      *kernel = SATTN_CPU_KERNEL_AVX512_BF16;
+    } else {
+      return InvalidArgument(
+          "environment: STREAMATTN_CPU_KERNEL=%.64s must be auto, f32-fma or avx512-bf16", env);
+    }
+  }
+  if (*kernel != SATTN_CPU_KERNEL_AUTO && *kernel != SATTN_CPU_KERNEL_F32_FMA &&
+      *kernel != SATTN_CPU_KERNEL_AVX512_BF16) {
+    return InvalidArgument(
+        "options->cpu_kernel=%d is not a sattn_cpu_kernel (auto=0, f32-fma=1, avx512-bf16=2)",
+        *kernel);
+  }
+  if (*kernel == SATTN_CPU_KERNEL_AVX512_BF16 &&
+      std::strcmp(PrefillTileKernelName(DType::kBF16, *kernel), "avx512-bf16") != 0) {
+    return Unsupported(
+        "%s=avx512-bf16: this CPU cannot run it at its SIMD target %s (it needs AVX512_BF16 "
+        "and the AVX3 target)",
+        source, ChosenSimdTargetName());
+  }
+  return Status();
+}
+
 const char* BackendName(int32_t backend) {
   return backend == SATTN_BACKEND_CPU ? "cpu" : backend == SATTN_BACKEND_CUDA ? "cuda" : "auto";
 }
@@ -66,13 +103,14 @@ Status CreateContext(const sattn_context_options* user, sattn_context** out) {
   *out = nullptr;
   sattn_context_options options{};
   SATTN_RETURN_IF_ERROR(ReadOptions(user, "options", kContextOptionsV1Size, &options));
-  if (user != nullptr && user->struct_size > kContextOptionsV1Size &&
-      user->struct_size < kContextOptionsV2Size) {
-    // Not the size of any version: it would copy part of a function pointer.
+  if (user != nullptr &&
+      ((user->struct_size > kContextOptionsV1Size && user->struct_size < kContextOptionsV2Size) ||
+       (user->struct_size > kContextOptionsV2Size && user->struct_size < kContextOptionsV3Size))) {
+    // Not the size of any version: it would copy part of a field.
     return InvalidArgument(
-        "options->struct_size=%u is neither %zu (version 1) nor at least %zu (set it to "
-        "sizeof(sattn_context_options))",
-        user->struct_size, kContextOptionsV1Size, kContextOptionsV2Size);
+        "options->struct_size=%u is not the size of a version (%zu, %zu, or at least %zu: set "
+        "it to sizeof(sattn_context_options))",
+        user->struct_size, kContextOptionsV1Size, kContextOptionsV2Size, kContextOptionsV3Size);
   }
   if (options.num_threads < 0 || options.num_threads > kMaxThreads) {
     return InvalidArgument("options->num_threads=%d must be in [0, %d] (0 = all cores)",
@@ -92,6 +130,7 @@ Status CreateContext(const sattn_context_options* user, sattn_context** out) {
   int32_t requested = SATTN_BACKEND_AUTO;
   const char* source = "";
   SATTN_RETURN_IF_ERROR(RequestedBackend(options.backend, &requested, &source));
+  SATTN_RETURN_IF_ERROR(RequestedCpuKernel(options.cpu_kernel, &options.cpu_kernel));
   // An explicit cpu never loads the plugin (a way to keep CUDA out of the process entirely).
   const CudaPluginStatus* cuda = requested == SATTN_BACKEND_CPU ? nullptr : &FindCudaPlugin();
   if (requested == SATTN_BACKEND_CUDA && cuda->plugin == nullptr) {
@@ -114,7 +153,11 @@ Status CreateContext(const sattn_context_options* user, sattn_context** out) {
   std::unique_ptr<sattn_context, ContextDeleter> ctx(new (memory) sattn_context(alloc));
   ctx->options = options;
   ctx->pool = ThreadPool::Create(options.num_threads, alloc);
-  ctx->cpu = MakeUnique<CpuBackend>(alloc, ctx->pool.get(), &ctx->scratch, alloc);
+  ctx->cpu =
+      MakeUnique<CpuBackend>(alloc, ctx->pool.get(), &ctx->scratch, alloc, options.cpu_kernel);
+  ctx->f32_kernel = PrefillTileKernelName(DType::kF32, options.cpu_kernel);
+  ctx->f16_kernel = PrefillTileKernelName(DType::kF16, options.cpu_kernel);
+  ctx->bf16_kernel = PrefillTileKernelName(DType::kBF16, options.cpu_kernel);
   ctx->active = ctx->cpu.get();
   if (cuda == nullptr) {
     std::snprintf(ctx->backend_reason, sizeof(ctx->backend_reason), "cpu: requested by %s", source);
@@ -157,6 +200,9 @@ Status GetInfo(const sattn_context* ctx, sattn_context_info* info) {
   filled.simd_target = ctx->simd_target;
   filled.compiled_targets = ctx->compiled_targets;
   filled.cuda_availability = ctx->cuda_availability;
+  filled.f32_kernel = ctx->f32_kernel;
+  filled.f16_kernel = ctx->f16_kernel;
+  filled.bf16_kernel = ctx->bf16_kernel;
   // Fields a newer caller knows and we do not stay as the caller set them; an older caller's
   // struct ends at its struct_size.
   std::memcpy(static_cast<void*>(info), &filled,

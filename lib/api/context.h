@@ -34,6 +34,9 @@ struct sattn_context {
   // Strings handed out by sattn_context_get_info: held here.
   char backend_reason[640] = {};
   const char* simd_target = "";
+  const char* f32_kernel = "";  // the prefill tile kernel per input dtype (static strings)
+  const char* f16_kernel = "";
+  const char* bf16_kernel = "";
   char compiled_targets[256] = {};
   char cuda_availability[640] = {};
 };

@@ -36,6 +36,8 @@ struct AttentionArgs {
   Vector<float> sinks;         // [heads_q] or empty
   Tensor mask;                 // valid when has_mask: [batch|1, heads_q|1, seq_q, seq_k]
   bool has_mask = false;
+  // Multiply P.V in f32 where a native tile kernel would round P to the inputs' type.
+  bool f32_pv = false;
 
   // Ragged batches: keys [0, seqused_k[b]) of sequence b exist (empty: all seq_k of them).
   Vector<int64_t> seqused_k;

@@ -108,9 +108,9 @@ Status RunWorkItems(D d, const AttentionArgs& a, const AttentionPlan& plan, Thre
 }
 
 // The driver runs as the plan's path says (ChooseAttentionPath); prefill with the tile kernel
-// chosen for this call (WithPrefillTiles).
-Status RunAttention(const AttentionArgs& a, ThreadPool* pool, WorkerScratch* scratch,
-                    Vector<float>* partials) {
+// chosen for this call (WithPrefillTiles) under the context's cpu_kernel.
+Status RunAttention(const AttentionArgs& a, int32_t cpu_kernel, ThreadPool* pool,
+                    WorkerScratch* scratch, Vector<float>* partials) {
   const hn::ScalableTag<float> d;
   const AttentionPlan plan = MakeAttentionPlan(d, a);
   if (plan.decode()) {
@@ -120,13 +120,23 @@ Status RunAttention(const AttentionArgs& a, ThreadPool* pool, WorkerScratch* scr
                         });
   }
   Status status;
-  WithPrefillTiles(a, [&](auto tiles) {
+  WithPrefillTiles(a, cpu_kernel, [&](auto tiles) {
     status = RunWorkItems(d, a, plan, pool, scratch, partials,
                           [&](const WorkItem& item, const AttentionScratch& s) {
                             PrefillWorkItem<decltype(tiles)>(d, a, plan, item, s);
                           });
   });
   return status;
+}
+
+// The name of the tile kernel prefill runs for q, k and v of `dtype` under cpu_kernel, as
+// WithPrefillTiles chooses it.
+const char* PrefillTileKernelName(DType dtype, int32_t cpu_kernel) {
+  AttentionArgs a;
+  a.q.dtype = a.k.dtype = a.v.dtype = dtype;
+  const char* name = "";
+  WithPrefillTiles(a, cpu_kernel, [&](auto tiles) { name = decltype(tiles)::kName; });
+  return name;
 }
 
 }  // namespace HWY_NAMESPACE
@@ -137,9 +147,14 @@ HWY_AFTER_NAMESPACE();
 namespace streamattn {
 
 HWY_EXPORT(RunAttention);
+HWY_EXPORT(PrefillTileKernelName);
 
 Status CpuBackend::Attention(const AttentionArgs& args) {
-  return HWY_DYNAMIC_DISPATCH(RunAttention)(args, pool_, scratch_, &split_partials_);
+  return HWY_DYNAMIC_DISPATCH(RunAttention)(args, cpu_kernel_, pool_, scratch_, &split_partials_);
+}
+
+const char* PrefillTileKernelName(DType dtype, int32_t cpu_kernel) {
+  return HWY_DYNAMIC_DISPATCH(PrefillTileKernelName)(dtype, cpu_kernel);
 }
 
 }  // namespace streamattn

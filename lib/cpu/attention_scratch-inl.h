@@ -57,6 +57,15 @@ struct HeadScratch {
   float* slope2;  // rows_pad: -ALiBi slope * log2(e) per row (0 for padding rows)
 };
 
+// A slot's memory seen as another element type: tile kernels whose packed layouts are not f32
+// (bf16 rows, pairs of bf16 in 32-bit words) use the f32 layout's slots, which are at least as
+// long in bytes.
+template <typename T>
+T* SlotAs(float* slot) {
+  static_assert(alignof(T) <= alignof(float), "a slot holds floats");
+  return static_cast<T*>(static_cast<void*>(slot));
+}
+
 struct AttentionScratch;
 
 struct AttentionScratchLayout {

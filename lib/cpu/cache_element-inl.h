@@ -78,7 +78,8 @@ HWY_INLINE void ConvertKeyRows(D d, const E& element, const AttentionArgs& a, co
 // dense f32, key after key (its K rows, then its V rows) and head after head, so the reads
 // sweep the cache in address order (contiguous or paged alike). The tile is key-major: head
 // h's row of key c is at k_tile + (c * heads + h) * dim_pad (a head's rows are heads * dim_pad
-// apart), V likewise; K rows past nb, to nb_pad, are zero.
+// apart), V likewise; K rows past nb, to nb_pad, are zero. k_tile == nullptr: V alone (a tile
+// kernel that reads K in another form).
 template <class D>
 HWY_INLINE void ConvertKeyTile(D d, const AttentionArgs& a, const AttentionPlan& plan, int64_t b,
                                int64_t hkv_begin, int64_t k0, size_t nb, size_t nb_pad,
@@ -89,13 +90,16 @@ HWY_INLINE void ConvertKeyTile(D d, const AttentionArgs& a, const AttentionPlan&
     WithCacheElement(a, a.v, [&](auto v_element) {
       for (size_t c = 0; c < nb; ++c) {
         const int64_t key = k0 + static_cast<int64_t>(c);
-        ConvertKeyRows(d, k_element, a, a.k, b, key, hkv_begin, heads, plan.dim, plan.dim_pad,
-                       k_tile + c * heads * plan.dim_pad);
+        if (k_tile != nullptr) {
+          ConvertKeyRows(d, k_element, a, a.k, b, key, hkv_begin, heads, plan.dim, plan.dim_pad,
+                         k_tile + c * heads * plan.dim_pad);
+        }
         ConvertKeyRows(d, v_element, a, a.v, b, key, hkv_begin, heads, dim_v, plan.dim_v_pad,
                        v_tile + c * heads * plan.dim_v_pad);
       }
     });
   });
+  if (k_tile == nullptr) return;
   std::fill(k_tile + nb * heads * plan.dim_pad, k_tile + nb_pad * heads * plan.dim_pad, 0.0f);
 }
 

@@ -12,6 +12,7 @@
 
 #include "core/allocator.h"
 #include "core/backend.h"
+#include "core/dtype.h"
 #include "core/scratch.h"
 #include "core/thread_pool.h"
 
@@ -21,8 +22,13 @@ class CpuBackend final : public Backend {
  public:
   // pool and scratch are owned by the context and outlive the backend; alloc is the
   // context's, for the buffers a call sizes from its arguments.
-  CpuBackend(ThreadPool* pool, WorkerScratch* scratch, const Allocator& alloc)
-      : pool_(pool), scratch_(scratch), alloc_(alloc), split_partials_(alloc) {}
+  // cpu_kernel: a sattn_cpu_kernel the caller has checked (PrefillTileKernelName).
+  CpuBackend(ThreadPool* pool, WorkerScratch* scratch, const Allocator& alloc, int32_t cpu_kernel)
+      : pool_(pool),
+        scratch_(scratch),
+        alloc_(alloc),
+        cpu_kernel_(cpu_kernel),
+        split_partials_(alloc) {}
 
   sattn_backend kind() const override { return SATTN_BACKEND_CPU; }
   Status Exp2(const float* x, float* y, int64_t n) override;
@@ -37,6 +43,7 @@ class CpuBackend final : public Backend {
   ThreadPool* pool_;
   WorkerScratch* scratch_;
   Allocator alloc_;
+  int32_t cpu_kernel_;            // sattn_cpu_kernel: which prefill tile kernels may run
   Vector<float> split_partials_;  // split-KV partial states, reused across calls
 };
 
@@ -49,6 +56,10 @@ inline int64_t ItemsPerTask(int64_t items, int64_t cost_per_item, int workers) {
   const int64_t by_balance = std::max<int64_t>(1, items / (4 * static_cast<int64_t>(workers)));
   return std::min(std::max(by_cost, by_balance), std::max<int64_t>(items, 1));
 }
+
+// The name of the tile kernel prefill-shaped attention runs on this CPU now, for q, k and v
+// of one float dtype, under cpu_kernel (a sattn_cpu_kernel): "f32-fma", "avx512-bf16".
+const char* PrefillTileKernelName(DType dtype, int32_t cpu_kernel);
 
 // The SIMD target the dispatcher picks on this CPU now ("AVX2", "NEON", ...).
 const char* ChosenSimdTargetName();

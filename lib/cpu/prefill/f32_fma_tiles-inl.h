@@ -33,6 +33,7 @@ namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
 struct F32FmaTiles {
+  static constexpr const char* kName = "f32-fma";
   // Kv head hkv's query rows, scaled (QueryScale), as Q^T panels: panel p's element i of its
   // panel_rows rows at q + p * dim * panel_rows + i * panel_rows. Padding rows are zero.
   template <class D>
@@ -61,11 +62,13 @@ struct F32FmaTiles {
                    s.v_tile);
   }
 
-  // Raw products of panel p of the item's h-th kv head against the tile: S^T[key][row] in
-  // s.scores (rows_pad apart), keys to tile.nb_pad.
+  // Raw products of panel p of the item's h-th kv head against the tile (already scaled to
+  // base-2 scores, as the queries are): S^T[key][row] in s.scores (rows_pad apart), keys to
+  // tile.nb_pad.
   template <class D>
-  static void ScorePanel(D d, const AttentionPlan& plan, size_t p, int64_t h, const TileKeys& tile,
-                         const AttentionScratch& s, const HeadScratch& head) {
+  static void ScorePanel(D d, const AttentionArgs& /* a */, const AttentionPlan& plan, size_t p,
+                         int64_t h, const TileKeys& tile, const AttentionScratch& s,
+                         const HeadScratch& head) {
     const size_t R = plan.rows_pad, ldk = static_cast<size_t>(plan.heads) * plan.dim_pad;
     const DenseRows keys{s.k_tile + static_cast<size_t>(h) * plan.dim_pad, ldk};
     const DenseRows qt_panel{head.q + p * plan.dim * plan.panel_rows, plan.panel_rows};

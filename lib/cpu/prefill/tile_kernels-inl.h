@@ -10,9 +10,11 @@
 #define STREAMATTN_CPU_PREFILL_TILE_KERNELS_INL_H_
 #endif
 
+#include <cstdint>
 #include <utility>
 
 #include "core/attention_args.h"
+#include "cpu/prefill/avx512_bf16_tiles-inl.h"
 #include "cpu/prefill/f32_fma_tiles-inl.h"
 #include "hwy/highway.h"
 
@@ -20,10 +22,19 @@ HWY_BEFORE_NAMESPACE();
 namespace streamattn {
 namespace HWY_NAMESPACE {
 
-// Calls f with a value of the tile kernel this call's prefill runs: today f32 FMAs on every
-// target and dtype.
+// Calls f with a value of the tile kernel this call's prefill runs, given the context's
+// cpu_kernel (a sattn_cpu_kernel): native bf16 dot products where q, k and v are bf16, the CPU
+// has them and the context does not force f32 FMAs (P.V in f32 when the call asks); else f32
+// FMAs.
 template <class F>
-HWY_INLINE void WithPrefillTiles(const AttentionArgs& /* a */, F&& f) {
+HWY_INLINE void WithPrefillTiles(const AttentionArgs& a, int32_t cpu_kernel, F&& f) {
+#if SATTN_AVX512_BF16_TILES
+  if (cpu_kernel != SATTN_CPU_KERNEL_F32_FMA && Avx512Bf16Tiles<false>::Supports(a)) {
+    return a.f32_pv ? f(Avx512Bf16Tiles<true>{}) : f(Avx512Bf16Tiles<false>{});
+  }
+#else
+  (void)a, (void)cpu_kernel;  // no native kernel on this target
+#endif
   std::forward<F>(f)(F32FmaTiles{});
 }
 
