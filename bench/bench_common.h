@@ -63,20 +63,22 @@ inline void CheckOk(sattn_status status, const char* what) {
   std::exit(1);
 }
 
-// A CPU context with `threads` threads (0: all cores), or NULL with the library's message in
-// sattn_last_error(); a caller under mpirun must abort the job rather than exit one rank.
-inline sattn_context* NewCpuContext(int threads) {
+// A CPU context with `threads` threads (0: all cores) and the prefill tile kernel cpu_kernel
+// (a sattn_cpu_kernel; STREAMATTN_CPU_KERNEL overrides it), or NULL with the library's message
+// in sattn_last_error(); a caller under mpirun must abort the job rather than exit one rank.
+inline sattn_context* NewCpuContext(int threads, int32_t cpu_kernel = SATTN_CPU_KERNEL_AUTO) {
   sattn_context_options options{};
   options.struct_size = sizeof(options);
   options.num_threads = threads;
   options.backend = SATTN_BACKEND_CPU;
+  options.cpu_kernel = cpu_kernel;
   sattn_context* ctx = nullptr;
   return sattn_context_create(&options, &ctx) == SATTN_OK ? ctx : nullptr;
 }
 
 // NewCpuContext, exiting with the library's message on failure.
-inline ContextPtr MakeContext(int threads) {
-  ContextPtr ctx(NewCpuContext(threads));
+inline ContextPtr MakeContext(int threads, int32_t cpu_kernel = SATTN_CPU_KERNEL_AUTO) {
+  ContextPtr ctx(NewCpuContext(threads, cpu_kernel));
   if (!ctx) {
     std::fprintf(stderr, "streamattn: cannot create a context: %s\n", sattn_last_error());
     std::exit(1);

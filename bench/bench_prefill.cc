@@ -87,9 +87,18 @@ int Repeats(const PrefillShape& s, const BenchOptions& options) {
   return Huge(s) ? std::min(options.repeats, 3) : options.repeats;
 }
 
-// The kernel's row for shape s and its median time (the peak fraction and the baseline's
-// fields are added once every shape is timed).
-Row MeasureShape(sattn_context* ctx, int threads, const PrefillShape& s,
+// The tile kernel a context runs for q, k and v of `dtype` (sattn_context_info).
+const char* KernelFor(sattn_context* ctx, sattn_dtype dtype) {
+  const sattn_context_info info = ContextInfo(ctx);
+  return dtype == SATTN_DTYPE_BF16  ? info.bf16_kernel
+         : dtype == SATTN_DTYPE_F16 ? info.f16_kernel
+                                    : info.f32_kernel;
+}
+
+// The kernel's row for shape s and its median time (the peak fractions and the baseline's
+// fields are added once every shape is timed). f32_ctx forces the f32 kernel: a native
+// kernel's row also carries its speed-up over it, the two timed alternately.
+Row MeasureShape(sattn_context* ctx, sattn_context* f32_ctx, int threads, const PrefillShape& s,
                  const BenchOptions& options, double* ms_out) {
   std::mt19937 rng(7);
   Buffer q(s.kv_dtype, s.seq, s.heads_q, s.head_dim, rng),
@@ -99,10 +108,11 @@ Row MeasureShape(sattn_context* ctx, int threads, const PrefillShape& s,
   sattn_attention_options attention{};
   attention.struct_size = sizeof(attention);
   attention.causal = s.causal;
-  auto call = [&] {
-    CheckOk(sattn_attention(ctx, &q.view, &k.view, &v.view, &out.view, nullptr, &attention),
+  auto call_on = [&](sattn_context* on) {
+    CheckOk(sattn_attention(on, &q.view, &k.view, &v.view, &out.view, nullptr, &attention),
             "sattn_attention");
   };
+  auto call = [&] { call_on(ctx); };
   const double ms = MedianMs(Repeats(s, options), call, Huge(s) ? 0.0 : 20.0);
   // The kernel against the FMA peak of the same minute, timed alternately: peak_fraction
   // divides the median by a peak measured minutes apart, and on a shared machine the speed
@@ -128,6 +138,15 @@ Row MeasureShape(sattn_context* ctx, int threads, const PrefillShape& s,
       .Set("median_ms", ms)
       .Set("gflops", Gflops(s, ms))
       .Set("peak_fraction_alternated", Median(fractions));
+  const std::string kernel = KernelFor(ctx, s.kv_dtype);
+  row.Set("kernel", kernel);
+  if (kernel == KernelFor(f32_ctx, s.kv_dtype)) {
+    row.Set("speedup_vs_f32_kernel", 1.0);
+  } else {
+    row.Set("speedup_vs_f32_kernel",
+            MedianTimeRatio(
+                Repeats(s, options), [&] { call_on(f32_ctx); }, call, Huge(s) ? 0.0 : 20.0));
+  }
   *ms_out = ms;
   return row;
 }
@@ -182,26 +201,36 @@ int RunRssProbe(int64_t seq) {
 
 std::vector<Row> BenchPrefill(const BenchOptions& options) {
   ContextPtr ctx = MakeContext(options.threads);
+  ContextPtr f32_ctx = MakeContext(options.threads, SATTN_CPU_KERNEL_F32_FMA);
   const int threads = ContextThreads(ctx.get());
   // The FMA peak is measured before the first row and after the last, and the rows are
   // compared with the larger: on a shared machine a dip while measuring it once would flatter
-  // every row (fractions above 1 were seen).
+  // every row (fractions above 1 were seen). A native kernel's rows also give the fraction of
+  // its own instruction's peak.
   const double peak_before = MeasureFmaPeakGflops(threads);
+  const double bf16_peak_before = MeasureBf16DotPeakGflops(threads);
   std::vector<Measured<PrefillShape>> measured;  // figure: ms
   std::vector<Row> rows = MeasureSelected(
       Shapes(options.quick), options,
       [&](const PrefillShape& s, double* ms) {
-        Row row = MeasureShape(ctx.get(), threads, s, options, ms).Set("name", s.Name());
-        std::fprintf(stderr, "prefill %s: %.1f GFLOP/s, %s of the FMA peak timed alternately\n",
-                     s.Name().c_str(), Gflops(s, *ms), row.Get("peak_fraction_alternated").c_str());
+        Row row =
+            MeasureShape(ctx.get(), f32_ctx.get(), threads, s, options, ms).Set("name", s.Name());
+        std::fprintf(stderr,
+                     "prefill %s: %.1f GFLOP/s, %s of the FMA peak timed alternately, kernel %s "
+                     "(%sx the f32 kernel)\n",
+                     s.Name().c_str(), Gflops(s, *ms), row.Get("peak_fraction_alternated").c_str(),
+                     KernelFor(ctx.get(), s.kv_dtype), row.Get("speedup_vs_f32_kernel").c_str());
         return row;
       },
       &measured);
   const double peak = std::max(peak_before, MeasureFmaPeakGflops(threads));
+  const double bf16_peak = std::max(bf16_peak_before, MeasureBf16DotPeakGflops(threads));
   for (size_t i = 0; i < measured.size(); ++i) {
-    rows[i]
-        .Set("peak_fraction", Gflops(measured[i].shape, measured[i].figure) / peak)
-        .Set("fma_peak_gflops", peak);
+    const double gflops = Gflops(measured[i].shape, measured[i].figure);
+    rows[i].Set("peak_fraction", gflops / peak).Set("fma_peak_gflops", peak);
+    if (std::string(KernelFor(ctx.get(), measured[i].shape.kv_dtype)) == "avx512-bf16") {
+      rows[i].Set("bf16_dot_peak_gflops", bf16_peak).Set("bf16_peak_fraction", gflops / bf16_peak);
+    }
     AddBaseline(rows[i], threads, measured[i].shape, measured[i].figure, options);
   }
   // Peak memory for one head at seq 65536 (8192 with --quick), in a fresh process.

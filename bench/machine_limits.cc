@@ -10,6 +10,10 @@
 // clang-format on
 #include "machine_limits.h"
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
 #include <algorithm>
 #include <atomic>
 #include <cstring>
@@ -150,6 +154,45 @@ double FmaGflopsOnce(int threads, double ms) {
   double total = 0.0;
   for (double f : flops) total += f;
   return total / (run_ms * 1e6);
+}
+
+#if defined(__x86_64__)
+// 16 chains of vdpbf16ps on zmm registers; returns the flops done (64 per instruction).
+__attribute__((target("avx512f,avx512bf16"))) double Bf16DotChains(int64_t iterations,
+                                                                   float* sink) {
+  const __m512bh a = _mm512_cvtne2ps_pbh(_mm512_set1_ps(1e-3f), _mm512_set1_ps(1e-3f));
+  __m512 c[16];
+  for (int j = 0; j < 16; ++j) c[j] = _mm512_set1_ps(1.0f + 0.1f * static_cast<float>(j));
+  for (int64_t i = 0; i < iterations; ++i) {
+#pragma GCC unroll 16
+    for (int j = 0; j < 16; ++j) c[j] = _mm512_dpbf16_ps(c[j], a, a);
+  }
+  __m512 sum = c[0];
+  for (int j = 1; j < 16; ++j) sum = _mm512_add_ps(sum, c[j]);
+  *sink = _mm512_reduce_add_ps(sum);
+  return 64.0 * 16.0 * static_cast<double>(iterations);
+}
+#endif
+
+double MeasureBf16DotPeakGflops(int threads) {
+#if defined(__x86_64__)
+  if (!__builtin_cpu_supports("avx512bf16")) return 0.0;
+  std::vector<float> sinks(threads);
+  constexpr int64_t kIterations = 10000000;
+  double best = 0.0;
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    std::vector<double> flops(threads);
+    const double ms =
+        TimeOnThreads(threads, [&](int t) { flops[t] = Bf16DotChains(kIterations, &sinks[t]); });
+    double total = 0.0;
+    for (double f : flops) total += f;
+    best = std::max(best, total / (ms * 1e6));
+  }
+  return best;
+#else
+  (void)threads;
+  return 0.0;
+#endif
 }
 
 double MeasureReadBandwidthGbps(int threads, size_t bytes) {

@@ -177,6 +177,8 @@ struct ContextInfo {
   sattn_backend backend;
   int num_threads;
   std::string backend_reason, simd_target, compiled_targets, cuda_availability;
+  // The CPU's prefill tile kernel for q, k and v of each dtype ("f32-fma", "avx512-bf16").
+  std::string f32_kernel, f16_kernel, bf16_kernel;
 };
 
 // The optional parts of an attention call, set by name; unset means the C default. Tensors
@@ -201,6 +203,11 @@ class AttentionOptions {
   }
   AttentionOptions& set_softcap(float softcap) {
     options_.softcap = softcap;
+    return *this;
+  }
+  // P.V in f32 where a native CPU kernel would round P to the inputs' type.
+  AttentionOptions& set_f32_pv(bool f32_pv = true) {
+    options_.f32_pv = f32_pv ? 1 : 0;
     return *this;
   }
   AttentionOptions& set_alibi_slopes(const Tensor& slopes) { return Keep(alibi_slopes_, slopes); }
@@ -241,12 +248,14 @@ class AttentionOptions {
 class Context {
  public:
   // num_threads 0 = every core the process may use; backend SATTN_BACKEND_AUTO picks CUDA when
-  // a usable GPU is present, else the CPU.
-  explicit Context(int num_threads = 0, sattn_backend backend = SATTN_BACKEND_AUTO) {
+  // a usable GPU is present, else the CPU; cpu_kernel forces the CPU's prefill tile kernel.
+  explicit Context(int num_threads = 0, sattn_backend backend = SATTN_BACKEND_AUTO,
+                   sattn_cpu_kernel cpu_kernel = SATTN_CPU_KERNEL_AUTO) {
     sattn_context_options options{};
     options.struct_size = sizeof(options);
     options.num_threads = num_threads;
     options.backend = backend;
+    options.cpu_kernel = cpu_kernel;
     sattn_context* ctx = nullptr;
     ThrowIfFailed(sattn_context_create(&options, &ctx));
     ctx_.reset(ctx);
@@ -263,7 +272,10 @@ class Context {
             info.backend_reason,
             info.simd_target,
             info.compiled_targets,
-            info.cuda_availability};
+            info.cuda_availability,
+            info.f32_kernel,
+            info.f16_kernel,
+            info.bf16_kernel};
   }
 
   // out = softmax(scale q k^T + bias) v; layouts as in sattn_attention.

@@ -105,7 +105,24 @@ def test_half_precision_inputs_and_outputs(rng, dtype_name):
     assert_close(out, want, 1e-2 if dtype_name == "bfloat16" else 2e-3)
     out32 = streamattn.attention(q, k, v, causal=True, dtype=np.float32)
     assert out32.dtype == np.float32
-    assert_close(out32, want, 1e-5)
+    # A native bfloat16 kernel rounds P to bfloat16 (docs/performance.md); f32_pv keeps it.
+    kernel = streamattn.Context().info()["cpu_kernels"][dtype_name]
+    assert_close(out32, want, 1e-5 if kernel == "f32-fma" else 4e-3)
+    exact = streamattn.attention(q, k, v, causal=True, dtype=np.float32, f32_pv=True)
+    assert_close(exact, want, 1e-5)
+
+
+def test_a_forced_cpu_kernel_is_reported_or_refused():
+    ctx = streamattn.Context(cpu_kernel="f32-fma")
+    assert set(ctx.info()["cpu_kernels"].values()) == {"f32-fma"}
+    try:
+        native = streamattn.Context(cpu_kernel="avx512-bf16")
+    except streamattn.Error as e:
+        assert "avx512-bf16" in str(e)
+    else:
+        assert native.info()["cpu_kernels"]["bfloat16"] == "avx512-bf16"
+    with pytest.raises(ValueError):
+        streamattn.Context(cpu_kernel="amx")
 
 
 def test_head_major_buffers_and_strided_outputs_need_no_copies(rng):

@@ -47,13 +47,20 @@ class Context:
     context; the module-level functions use one default context per Python thread.
 
     num_threads: CPU threads, 0 = every core the process may use. backend: "auto", "cpu" or
-    "cuda"."""
+    "cuda". cpu_kernel: the CPU's prefill tile kernel, "auto", "f32-fma" or "avx512-bf16"
+    (an error where the CPU cannot run it); info() names the kernel each dtype gets."""
 
-    def __init__(self, num_threads=0, backend="auto"):
+    def __init__(self, num_threads=0, backend="auto", cpu_kernel="auto"):
         if backend not in N.BACKENDS:
             raise ValueError("backend must be one of %s, not %r" % (sorted(N.BACKENDS), backend))
-        options = N.ContextOptions(ctypes.sizeof(N.ContextOptions), num_threads,
-                                   N.BACKENDS[backend])
+        if cpu_kernel not in N.CPU_KERNELS:
+            raise ValueError("cpu_kernel must be one of %s, not %r"
+                             % (sorted(N.CPU_KERNELS), cpu_kernel))
+        options = N.ContextOptions()
+        options.struct_size = ctypes.sizeof(options)
+        options.num_threads = num_threads
+        options.backend = N.BACKENDS[backend]
+        options.cpu_kernel = N.CPU_KERNELS[cpu_kernel]
         handle = ctypes.c_void_p()
         _check(_lib.sattn_context_create(ctypes.byref(options), ctypes.byref(handle)))
         self._handle = handle
@@ -92,6 +99,9 @@ class Context:
             "simd_target": info.simd_target.decode(),
             "compiled_targets": info.compiled_targets.decode(),
             "cuda_availability": info.cuda_availability.decode(),
+            "cpu_kernels": {"float32": info.f32_kernel.decode(),
+                            "float16": info.f16_kernel.decode(),
+                            "bfloat16": info.bf16_kernel.decode()},
         }
 
     def attention(self, q, k, v, **kwargs):
@@ -157,7 +167,7 @@ def _ref(v):
 
 def attention(q, k, v, *, scale=None, causal=False, window=None, softcap=None, alibi_slopes=None,
               mask=None, sinks=None, seqused_k=None, block_table=None, out=None, lse=None,
-              return_lse=False, dtype=None, context=None):
+              return_lse=False, dtype=None, f32_pv=False, context=None):
     """Exact softmax attention, sattn_attention: out = softmax(scale q k^T + bias) v.
 
     q [batch, seq_q, heads_q, head_dim]; k, v [batch, seq_k, heads_kv, head_dim(_v)], or
@@ -168,6 +178,7 @@ def attention(q, k, v, *, scale=None, causal=False, window=None, softcap=None, a
     or -1 for an unbounded side. softcap: tanh capping of scores. alibi_slopes, sinks: float32
     [heads_q]. mask: additive, [batch or 1, heads_q or 1, seq_q, seq_k]. seqused_k: int32
     [batch] keys per sequence. block_table: int32 [batch, max_pages] (paged KV cache).
+    f32_pv: P.V in float32 where a native CPU kernel (bfloat16 inputs) would round P.
     out: where to write (else a new array of `dtype`, default q's dtype). lse: where to write the
     float32 [batch, heads_q, seq_q] log-sum-exps. Returns out, or (out, lse) when return_lse is
     true or lse is given."""
@@ -196,6 +207,7 @@ def attention(q, k, v, *, scale=None, causal=False, window=None, softcap=None, a
         options.window_left = -1 if left is None else left
         options.window_right = -1 if right is None else right
     options.softcap = 0.0 if softcap is None else softcap
+    options.f32_pv = 1 if f32_pv else 0
     keep = []
     for field, value, dtype_ in (("alibi_slopes", alibi_slopes, np.float32),
                                  ("sinks", sinks, np.float32),

@@ -35,6 +35,7 @@ DEVICE_CUDA = 1
 # sattn_backend
 BACKENDS = {"auto": 0, "cpu": 1, "cuda": 2}
 BACKEND_NAMES = {v: k for k, v in BACKENDS.items()}
+CPU_KERNELS = {"auto": 0, "f32-fma": 1, "avx512-bf16": 2}
 
 
 class Tensor(ctypes.Structure):
@@ -54,6 +55,10 @@ class ContextOptions(ctypes.Structure):
         ("struct_size", ctypes.c_uint32),
         ("num_threads", ctypes.c_int32),
         ("backend", ctypes.c_int32),
+        ("alloc_fn", ctypes.c_void_p),  # the allocator: always NULL from Python
+        ("free_fn", ctypes.c_void_p),
+        ("alloc_user", ctypes.c_void_p),
+        ("cpu_kernel", ctypes.c_int32),
     ]
 
 
@@ -66,6 +71,9 @@ class ContextInfo(ctypes.Structure):
         ("simd_target", ctypes.c_char_p),
         ("compiled_targets", ctypes.c_char_p),
         ("cuda_availability", ctypes.c_char_p),
+        ("f32_kernel", ctypes.c_char_p),
+        ("f16_kernel", ctypes.c_char_p),
+        ("bf16_kernel", ctypes.c_char_p),
     ]
 
 
@@ -86,6 +94,7 @@ class AttentionOptions(ctypes.Structure):
         ("sinks", _TensorP),
         ("seqused_k", _TensorP),
         ("block_table", _TensorP),
+        ("f32_pv", ctypes.c_int32),
     ]
 
 
