@@ -24,6 +24,12 @@ std::string AttentionCase::Describe() const {
   if (!q_order.empty()) s << " q_order";
   if (!kv_order.empty()) s << " kv_order";
   if (page_size > 0) s << " page_size=" << page_size;
+  if (k_format != 0) s << " k=" << DTypeName(k_format) << "/g" << k_group;
+  if (v_format != 0) s << " v=" << DTypeName(v_format) << "/g" << v_group;
+  if (Quantized()) {
+    s << " scales=" << DTypeName(scale_dtype) << (scales_order.empty() ? "" : " reordered")
+      << (fp8_per_tensor ? " per-tensor" : "");
+  }
   if (!seqused_k.empty()) {
     s << " seqused_k=[";
     for (int64_t n : seqused_k) s << n << " ";
@@ -43,12 +49,58 @@ std::vector<int64_t> KeyShape(const AttentionCase& c, int64_t dim) {
   return {c.batch, c.seq_k, c.heads_kv, dim};
 }
 
+int64_t DimV(const AttentionCase& c) { return c.head_dim_v ? c.head_dim_v : c.head_dim; }
+
+// The scales of a quantized cache of `format` (0: none, a placeholder): group scales laid out
+// like the cache (in scales_order), or FP8's one a kv head (or one for the tensor).
+HostTensor ScalesFor(const AttentionCase& c, sattn_dtype format, int64_t group, int64_t dim) {
+  if (format == SATTN_DTYPE_FP8_E4M3) {
+    return HostTensor(SATTN_DTYPE_F32, {c.fp8_per_tensor ? 1 : c.heads_kv});
+  }
+  if (format == 0) return HostTensor(SATTN_DTYPE_F32, {1});
+  return HostTensor(c.scale_dtype, KeyShape(c, dim / (group > 0 ? group : dim)),
+                    c.scales_order.empty() ? c.kv_order : c.scales_order);
+}
+
+// Random values of a quantized cache and its scales, standing for numbers of about [-1, 1]:
+// I8 any integer with scales near 1/127, I4 near 1/7, FP8 values of [-2, 2] (subnormals among
+// them) with scales near 1/2.
+void FillQuantized(std::mt19937_64& rng, sattn_dtype format, HostTensor* values,
+                   HostTensor* scales) {
+  switch (format) {
+    case SATTN_DTYPE_I8:
+      values->FillUniform(rng, -128.49, 127.49);
+      scales->FillUniform(rng, 0.5 / 127, 1.5 / 127);
+      return;
+    case SATTN_DTYPE_I4:
+      values->FillUniform(rng, -8.49, 7.49);
+      scales->FillUniform(rng, 0.5 / 7, 1.5 / 7);
+      return;
+    default:
+      values->FillUniform(rng, -2.0, 2.0);
+      scales->FillUniform(rng, 0.25, 0.75);
+  }
+}
+
+// Poisons element `index` of a cache that no call may read: NaN where the format holds one,
+// else in the element's group scale.
+void Poison(sattn_dtype format, HostTensor* values, HostTensor* scales,
+            const std::vector<int64_t>& index) {
+  if (format == SATTN_DTYPE_I8 || format == SATTN_DTYPE_I4) {
+    std::vector<int64_t> s = index;
+    s[3] = index[3] * scales->shape()[3] / values->shape()[3];
+    scales->Set(s, NAN);
+    return;
+  }
+  values->Set(index, NAN);
+}
+
 }  // namespace
 
 AttentionCall::AttentionCall(const AttentionCase& c)
     : q(c.q_dtype, {c.batch, c.seq_q, c.heads_q, c.head_dim}, c.q_order),
-      k(c.kv_dtype, KeyShape(c, c.head_dim), c.kv_order),
-      v(c.kv_dtype, KeyShape(c, c.head_dim_v ? c.head_dim_v : c.head_dim), c.kv_order),
+      k(c.k_format != 0 ? c.k_format : c.kv_dtype, KeyShape(c, c.head_dim), c.kv_order),
+      v(c.v_format != 0 ? c.v_format : c.kv_dtype, KeyShape(c, DimV(c)), c.kv_order),
       out(c.out_dtype, {c.batch, c.seq_q, c.heads_q, c.head_dim_v ? c.head_dim_v : c.head_dim},
           c.out_order),
       lse(SATTN_DTYPE_F32, {c.batch, c.heads_q, c.seq_q}),
@@ -56,11 +108,25 @@ AttentionCall::AttentionCall(const AttentionCase& c)
       sinks(SATTN_DTYPE_F32, {c.heads_q}),
       mask(SATTN_DTYPE_F32, {c.mask_batch, c.mask_heads, c.seq_q, c.seq_k}),
       seqused_k(SATTN_DTYPE_I32, {c.batch}),
-      block_table(SATTN_DTYPE_I32, {c.batch, c.page_size > 0 ? PagesPerSequence(c) : 1}) {
+      block_table(SATTN_DTYPE_I32, {c.batch, c.page_size > 0 ? PagesPerSequence(c) : 1}),
+      k_scales(ScalesFor(c, c.k_format, c.k_group, c.head_dim)),
+      v_scales(ScalesFor(c, c.v_format, c.v_group, DimV(c))) {
   std::mt19937_64 rng(c.seed);
   q.FillUniform(rng, c.value_lo, c.value_hi);
-  k.FillUniform(rng, c.value_lo, c.value_hi);
-  v.FillUniform(rng, -1.0, 1.0);
+  if (c.k_format != 0) {
+    FillQuantized(rng, c.k_format, &k, &k_scales);
+  } else {
+    k.FillUniform(rng, c.value_lo, c.value_hi);
+  }
+  if (c.v_format != 0) {
+    FillQuantized(rng, c.v_format, &v, &v_scales);
+  } else {
+    v.FillUniform(rng, -1.0, 1.0);
+  }
+  auto poison = [&](HostTensor* t, const std::vector<int64_t>& index) {
+    if (t == &k) return Poison(c.k_format, &k, &k_scales, index);
+    Poison(c.v_format, &v, &v_scales, index);
+  };
   out.FillBytes(0xEE);
   lse.FillBytes(0xEE);
   alibi.FillUniform(rng, 0.01, 0.5);
@@ -87,7 +153,7 @@ AttentionCall::AttentionCall(const AttentionCase& c)
     for (size_t i = pages.size() - 3; i < pages.size(); ++i) {
       for (HostTensor* t : {&k, &v}) {
         ForEachIndex(t->shape(), [&](const std::vector<int64_t>& index) {
-          if (index[0] == pages[i]) t->Set(index, NAN);
+          if (index[0] == pages[i]) poison(t, index);
         });
       }
     }
@@ -101,7 +167,7 @@ AttentionCall::AttentionCall(const AttentionCase& c)
       const int64_t row = c.page_size > 0 ? j % c.page_size : j;
       for (HostTensor* t : {&k, &v}) {
         for (int64_t h = 0; h < c.heads_kv; ++h)
-          for (int64_t d = 0; d < t->shape()[3]; ++d) t->Set({page, row, h, d}, NAN);
+          for (int64_t d = 0; d < t->shape()[3]; ++d) poison(t, {page, row, h, d});
       }
     }
   }
@@ -122,6 +188,9 @@ AttentionCall::AttentionCall(const AttentionCase& c)
   options.alibi_slopes = c.alibi ? &alibi_view : nullptr;
   options.sinks = c.sinks ? &sinks_view : nullptr;
   options.mask = c.mask ? &mask_view : nullptr;
+  k_scales_view = k_scales.view(), v_scales_view = v_scales.view();
+  options.k_scales = c.k_format != 0 ? &k_scales_view : nullptr;
+  options.v_scales = c.v_format != 0 ? &v_scales_view : nullptr;
   with_lse_ = c.with_lse;
 }
 
@@ -166,9 +235,30 @@ Array AttentionCall::LogicalKeys(const AttentionCase& c, const HostTensor& t) co
   return a;
 }
 
+Array AttentionCall::KeyValues(const AttentionCase& c, const HostTensor& t) const {
+  const sattn_dtype format = &t == &k ? c.k_format : c.v_format;
+  Array a = LogicalKeys(c, t);
+  if (format == 0) return a;
+  const HostTensor& scales = &t == &k ? k_scales : v_scales;
+  // Flat row-major indices: element i is channel i % dim of row i / dim, and rows cycle
+  // through the kv heads.
+  const int64_t dim = a.shape[3];
+  if (format == SATTN_DTYPE_FP8_E4M3) {
+    const Array s = scales.ToArray();
+    for (int64_t i = 0; i < a.size(); ++i) {
+      a.data[i] *= s.data[s.size() == 1 ? 0 : i / dim % c.heads_kv];
+    }
+    return a;
+  }
+  const Array s = LogicalKeys(c, scales);
+  const int64_t groups = s.shape[3], group = dim / groups;
+  for (int64_t i = 0; i < a.size(); ++i) a.data[i] *= s.data[i / dim * groups + i % dim / group];
+  return a;
+}
+
 AttentionErrors CompareWithOracle(const AttentionCase& c, const AttentionCall& call) {
-  const auto want = reference::Attention(call.q.ToArray(), call.LogicalKeys(c, call.k),
-                                         call.LogicalKeys(c, call.v), call.Spec(c));
+  const auto want = reference::Attention(call.q.ToArray(), call.KeyValues(c, call.k),
+                                         call.KeyValues(c, call.v), call.Spec(c));
   AttentionErrors e;
   e.out = MaxRelativeError(call.out.ToArray(), want.out);
   if (c.with_lse) {
@@ -210,6 +300,8 @@ double OutTolerance(const AttentionCase& c) {
   constexpr double kBf16P = 4e-3;
   const bool rounds_p = c.q_dtype == SATTN_DTYPE_BF16 && c.kv_dtype == SATTN_DTYPE_BF16 &&
                         !c.f32_pv && NativeBf16Prefill();
+  // A quantized cache is computed on in f32, as an f32 cache of the values it stands for.
+  if (c.Quantized() && c.out_dtype == SATTN_DTYPE_F32) return 2e-6;
   switch (c.out_dtype) {
     case SATTN_DTYPE_F16:
       return rounds_p ? kBf16P : 1e-3;

@@ -34,7 +34,16 @@ struct AttentionCase {
   bool f32_pv = false;             // sattn_attention_options.f32_pv
   std::vector<int64_t> seqused_k;  // per sequence; empty: every sequence has seq_k keys
   int64_t page_size = 0;           // > 0: a paged cache of seq_k / page_size pages per sequence
+  // Quantized caches: k (v) stored in this format (SATTN_DTYPE_I8, FP8_E4M3 or I4; 0: kv_dtype)
+  // with random values and scales, compared with the oracle on the values they stand for.
+  sattn_dtype k_format = static_cast<sattn_dtype>(0), v_format = static_cast<sattn_dtype>(0);
+  int64_t k_group = 0, v_group = 0;           // channels per scale (I8, I4); 0: a whole row
+  sattn_dtype scale_dtype = SATTN_DTYPE_F32;  // of I8 and I4 group scales
+  std::vector<int> scales_order;              // their storage order; empty: kv_order's
+  bool fp8_per_tensor = false;                // FP8: one scale for the tensor, not one a kv head
   uint64_t seed = 1;
+
+  bool Quantized() const { return k_format != 0 || v_format != 0; }
 
   std::string Describe() const;
 };
@@ -44,15 +53,19 @@ struct AttentionCase {
 // [num_pages, page_size, heads_kv, dim] with shuffled pages; pages no sequence uses hold NaN.
 struct AttentionCall {
   HostTensor q, k, v, out, lse, alibi, sinks, mask, seqused_k, block_table;
+  HostTensor k_scales, v_scales;  // quantized k, v only
   sattn_attention_options options{};
   sattn_tensor q_view, k_view, v_view, out_view, lse_view, alibi_view, sinks_view, mask_view,
-      seqused_k_view, block_table_view;
+      seqused_k_view, block_table_view, k_scales_view, v_scales_view;
 
   explicit AttentionCall(const AttentionCase& c);
   sattn_status Run(sattn_context* ctx) const;
   reference::AttentionSpec Spec(const AttentionCase& c) const;
-  // k or v as the oracle sees them: [batch, seq_k, heads_kv, dim], gathered from pages.
+  // k or v (or their group scales) as the oracle sees them: [batch, seq_k, heads_kv, dim],
+  // gathered from pages.
   Array LogicalKeys(const AttentionCase& c, const HostTensor& t) const;
+  // The values of k or v the oracle computes with: LogicalKeys, dequantized where quantized.
+  Array KeyValues(const AttentionCase& c, const HostTensor& t) const;
 
  private:
   bool with_lse_ = true;

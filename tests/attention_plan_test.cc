@@ -99,7 +99,8 @@ void TestTileShapesFitTheWork() {
     for (int64_t dim : {64, 128, 256}) {
       const AttentionPlan c = MakeAttentionPlan(d, ArgsOf(1, 32, 8, dim, kv));
       ASSERT_EQ(c.heads, 8);
-      const size_t row_bytes = c.dim_pad * static_cast<size_t>(DTypeSize(kv));
+      const size_t row_bytes =
+          static_cast<size_t>(ElementBytes(kv, static_cast<int64_t>(c.dim_pad)));
       EXPECT_GE(c.keys_per_tile * row_bytes, std::min(kDecodeHeadTileBytes, 16 * row_bytes));
       EXPECT_LE(c.keys_per_tile, kKeysPerTile);
       EXPECT_EQ(c.keys_per_tile % 8, 0u);

@@ -1,5 +1,6 @@
 #include "test_util.h"
 
+#include <algorithm>
 #include <stdexcept>
 
 #include "core/dtype.h"
@@ -68,6 +69,43 @@ uint16_t ToBF16(float f) {
 
 float FromBF16(uint16_t b) { return BitsToFloat(static_cast<uint32_t>(b) << 16); }
 
+float FromE4M3(uint8_t b) {
+  const int e = (b >> 3) & 0xF, m = b & 0x7;
+  double v;
+  if (e == 0xF && m == 0x7) {
+    v = std::numeric_limits<double>::quiet_NaN();
+  } else if (e == 0) {
+    v = std::ldexp(static_cast<double>(m), -9);
+  } else {
+    v = std::ldexp(8.0 + m, e - 10);
+  }
+  return static_cast<float>((b & 0x80) ? -v : v);
+}
+
+uint8_t ToE4M3(float f) {
+  if (std::isnan(f)) return 0x7F;
+  // The non-negative finite codes 0x00..0x7E in ascending order of value.
+  static const std::vector<float> values = [] {
+    std::vector<float> t(0x7F);
+    for (int c = 0; c < 0x7F; ++c) t[c] = FromE4M3(static_cast<uint8_t>(c));
+    return t;
+  }();
+  const uint8_t sign = std::signbit(f) ? 0x80 : 0;
+  const float a = std::fabs(f);
+  // The two codes around a (by a binary search of the ascending values), then the nearer.
+  const int above =
+      static_cast<int>(std::lower_bound(values.begin(), values.end(), a) - values.begin());
+  if (above == 0) return sign;
+  if (above == 0x7F) return sign | 0x7E;  // beyond 448: saturated
+  const int below = above - 1;
+  const double d_below = a - static_cast<double>(values[below]);
+  const double d_above = static_cast<double>(values[above]) - a;
+  const int best = d_below < d_above   ? below
+                   : d_above < d_below ? above
+                                       : (below % 2 == 0 ? below : above);
+  return sign | static_cast<uint8_t>(best);
+}
+
 double RoundTo(sattn_dtype dtype, double x) {
   const float f = static_cast<float>(x);
   switch (dtype) {
@@ -79,6 +117,12 @@ double RoundTo(sattn_dtype dtype, double x) {
       return FromBF16(ToBF16(f));
     case SATTN_DTYPE_I32:
       return static_cast<int32_t>(x);
+    case SATTN_DTYPE_I8:
+      return std::clamp(std::nearbyint(x), -128.0, 127.0);
+    case SATTN_DTYPE_I4:
+      return std::clamp(std::nearbyint(x), -8.0, 7.0);
+    case SATTN_DTYPE_FP8_E4M3:
+      return FromE4M3(ToE4M3(f));
   }
   throw std::invalid_argument("dtype");
 }
@@ -88,7 +132,21 @@ const char* DTypeName(sattn_dtype dtype) { return streamattn::DTypeName(dtype); 
 HostTensor::HostTensor(sattn_dtype dtype, std::vector<int64_t> shape, std::vector<int> order,
                        int64_t inner_padding)
     : dtype_(dtype), shape_(std::move(shape)) {
-  element_size_ = dtype == SATTN_DTYPE_F32 || dtype == SATTN_DTYPE_I32 ? 4 : 2;
+  switch (dtype) {
+    case SATTN_DTYPE_F32:
+    case SATTN_DTYPE_I32:
+      element_bits_ = 32;
+      break;
+    case SATTN_DTYPE_I8:
+    case SATTN_DTYPE_FP8_E4M3:
+      element_bits_ = 8;
+      break;
+    case SATTN_DTYPE_I4:
+      element_bits_ = 4;
+      break;
+    default:
+      element_bits_ = 16;
+  }
   const int rank = static_cast<int>(shape_.size());
   if (order.empty()) {
     for (int i = 0; i < rank; ++i) order.push_back(i);
@@ -100,7 +158,8 @@ HostTensor::HostTensor(sattn_dtype dtype, std::vector<int64_t> shape, std::vecto
     stride *= shape_[order[k]] + (k == rank - 1 ? inner_padding : 0);
   }
   base_offset_ = kCanaryBytes;
-  storage_.assign(static_cast<size_t>(stride * element_size_ + 2 * kCanaryBytes), kCanary);
+  storage_.assign(static_cast<size_t>((stride * element_bits_ + 7) / 8 + 2 * kCanaryBytes),
+                  kCanary);
 }
 
 sattn_tensor HostTensor::view() const {
@@ -128,7 +187,7 @@ int64_t HostTensor::ElementOffset(const std::vector<int64_t>& index) const {
     if (index[i] < 0 || index[i] >= shape_[i]) throw std::out_of_range("HostTensor index");
     offset += index[i] * strides_[i];
   }
-  return base_offset_ + offset * element_size_;
+  return 8 * base_offset_ + offset * element_bits_;
 }
 
 template <typename F>
@@ -136,22 +195,34 @@ void HostTensor::ForEachElementOffset(F&& f) const {
   const int rank = static_cast<int>(shape_.size());
   if (NumElements() == 0) return;
   std::vector<int64_t> index(rank, 0);
-  int64_t offset = base_offset_;
+  int64_t offset = 8 * base_offset_;
   for (;;) {
     f(offset);
     int d = rank - 1;
     for (; d >= 0; --d) {
-      offset += strides_[d] * element_size_;
+      offset += strides_[d] * element_bits_;
       if (++index[d] < shape_[d]) break;
-      offset -= shape_[d] * strides_[d] * element_size_;
+      offset -= shape_[d] * strides_[d] * element_bits_;
       index[d] = 0;
     }
     if (d < 0) return;
   }
 }
 
-double HostTensor::GetAt(int64_t byte_offset) const {
-  const uint8_t* p = storage_.data() + byte_offset;
+double HostTensor::GetAt(int64_t bit_offset) const {
+  const uint8_t* p = storage_.data() + bit_offset / 8;
+  switch (dtype_) {
+    case SATTN_DTYPE_I8:
+      return static_cast<int8_t>(*p);
+    case SATTN_DTYPE_FP8_E4M3:
+      return FromE4M3(*p);
+    case SATTN_DTYPE_I4: {
+      const int nibble = (*p >> (bit_offset % 8)) & 0xF;
+      return nibble >= 8 ? nibble - 16 : nibble;
+    }
+    default:
+      break;
+  }
   if (dtype_ == SATTN_DTYPE_I32) {
     int32_t i;
     std::memcpy(&i, p, 4);
@@ -167,8 +238,24 @@ double HostTensor::GetAt(int64_t byte_offset) const {
   return dtype_ == SATTN_DTYPE_F16 ? FromF16(h) : FromBF16(h);
 }
 
-void HostTensor::SetAt(int64_t byte_offset, double value) {
-  uint8_t* p = storage_.data() + byte_offset;
+void HostTensor::SetAt(int64_t bit_offset, double value) {
+  uint8_t* p = storage_.data() + bit_offset / 8;
+  switch (dtype_) {
+    case SATTN_DTYPE_I8:
+      *p = static_cast<uint8_t>(static_cast<int8_t>(RoundTo(dtype_, value)));
+      return;
+    case SATTN_DTYPE_FP8_E4M3:
+      *p = ToE4M3(static_cast<float>(value));
+      return;
+    case SATTN_DTYPE_I4: {
+      const int shift = static_cast<int>(bit_offset % 8);
+      const int q = static_cast<int>(RoundTo(dtype_, value)) & 0xF;
+      *p = static_cast<uint8_t>((*p & ~(0xF << shift)) | (q << shift));
+      return;
+    }
+    default:
+      break;
+  }
   if (dtype_ == SATTN_DTYPE_I32) {
     const int32_t i = static_cast<int32_t>(value);
     std::memcpy(p, &i, 4);

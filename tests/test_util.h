@@ -29,13 +29,21 @@ float FromF16(uint16_t h);
 uint16_t ToBF16(float f);
 float FromBF16(uint16_t b);
 
-// The value x becomes when stored as dtype.
+// FP8 E4M3 (OCP "e4m3fn") from its definition: decoding by the formula, encoding by a search of
+// the 254 finite values for the nearest (ties to the even code), saturating at +-448, NaN to
+// 0x7F.
+float FromE4M3(uint8_t b);
+uint8_t ToE4M3(float f);
+
+// The value x becomes when stored as dtype (I8 and I4: rounded to nearest even, saturated).
+
 double RoundTo(sattn_dtype dtype, double x);
 
 // core/dtype.h's name, for tests that see only the public header.
 const char* DTypeName(sattn_dtype dtype);
 
-// A tensor in host memory (f32, f16, bf16 or i32) with a logical shape, a storage order (a
+// A tensor in host memory (f32, f16, bf16, i32, or a quantized format's raw elements: i8 and i4
+// as integers, fp8_e4m3 as its values) with a logical shape, a storage order (a
 // permutation of the logical dims, outermost first) and optional padding after the innermost stored
 // dim. The buffer has canary bytes before and after and between padded rows, so a stray write shows
 // up.
@@ -68,18 +76,19 @@ class HostTensor {
   std::vector<uint8_t>& mutable_bytes() { return storage_; }
 
  private:
+  // Offsets count bits from the buffer's start (i4 elements are half bytes).
   int64_t ElementOffset(const std::vector<int64_t>& index) const;
-  // f(byte offset) for every element, in row-major logical order (offsets kept by an odometer,
+  // f(bit offset) for every element, in row-major logical order (offsets kept by an odometer,
   // not recomputed per element: the whole-tensor loops of the suite's larger cases).
   template <typename F>
   void ForEachElementOffset(F&& f) const;
-  double GetAt(int64_t byte_offset) const;
-  void SetAt(int64_t byte_offset, double value);
+  double GetAt(int64_t bit_offset) const;
+  void SetAt(int64_t bit_offset, double value);
 
   sattn_dtype dtype_ = SATTN_DTYPE_F32;
   std::vector<int64_t> shape_;
   std::vector<int64_t> strides_;
-  int64_t element_size_ = 4;
+  int64_t element_bits_ = 32;
   int64_t base_offset_ = 0;  // bytes of canary before element 0
   std::vector<uint8_t> storage_;
 };

@@ -67,7 +67,32 @@ typedef enum sattn_dtype {
   SATTN_DTYPE_F32 = 1,
   SATTN_DTYPE_F16 = 2,  /* IEEE binary16 */
   SATTN_DTYPE_BF16 = 3, /* bfloat16 */
-  SATTN_DTYPE_I32 = 4   /* int32: only where a call asks for integers (indices, lengths) */
+  SATTN_DTYPE_I32 = 4,  /* int32: only where a call asks for integers (indices, lengths) */
+  /* Quantized KV-cache formats: only for sattn_attention's k and v (with their scales in
+   * sattn_attention_options) and sattn_quantize_kv's output. Their bytes, exactly:
+   *
+   * SATTN_DTYPE_I8: one byte per element, a two's-complement int8 q; the element's value is
+   *   q * scale, scale being its group's entry in the scales tensor (k_scales / v_scales): the G
+   *   consecutive channels [g*G, (g+1)*G) of one (key, kv head) row share entry g.
+   *   sattn_quantize_kv writes q in [-127, 127] and scale = max |x| / 127 of the group
+   *   (rounded to the scales' dtype); readers accept -128 too.
+   *
+   * SATTN_DTYPE_FP8_E4M3: one byte per element in the OCP 8-bit format E4M3 (the "e4m3fn" of
+   *   PyTorch, ml_dtypes, vLLM and FlashAttention-3): bit 7 the sign, bits 6-3 the exponent
+   *   (bias 7), bits 2-0 the mantissa; exponent 0 is subnormal (m * 2^-9); no infinities;
+   *   S.1111.111 (0x7F, 0xFF) is NaN; the largest finite value is 448. The element's value is
+   *   that number times one float32 scale per kv head or per tensor.
+   *
+   * SATTN_DTYPE_I4: two elements per byte along the last dimension (head_dim): element 2j of a
+   *   row in bits 0-3 of the row's byte j, element 2j + 1 in bits 4-7, each a two's-complement
+   *   4-bit q in [-8, 7]; value q * scale of its group, as for I8 (sattn_quantize_kv writes q in
+   *   [-7, 7], scale = max |x| / 7). A view of I4 counts shape and strides in elements (half
+   *   bytes): its last dimension must have stride 1 and an even extent, and every other stride
+   *   must be even, so that each row starts on a byte; data points at the byte whose low half is
+   *   element [0, 0, 0, 0]. */
+  SATTN_DTYPE_I8 = 5,
+  SATTN_DTYPE_FP8_E4M3 = 6,
+  SATTN_DTYPE_I4 = 7
 } sattn_dtype;
 
 typedef enum sattn_device {
@@ -244,13 +269,32 @@ typedef struct sattn_attention_options {
    * docs/performance.md), for the f32 kernel's accuracy at part of the native kernel's speed.
    * Appended in the second version of this struct. */
   int32_t f32_pv;
+  /* The scales of a quantized k and v (appended in the third version of this struct): required
+   * when k.dtype (v.dtype) is SATTN_DTYPE_I8, SATTN_DTYPE_I4 or SATTN_DTYPE_FP8_E4M3, and NULL
+   * otherwise. K and V may use different formats. See sattn_dtype for the formats' bytes.
+   *  - I8, I4: f16 or f32, laid out like k (v) with the last dimension head_dim / G:
+   *    [batch, seq_k, heads_kv, head_dim / G], paged [num_pages, page_size, heads_kv,
+   *    head_dim / G]. G, the group size, is head_dim / k_scales.shape[3]; it must divide
+   *    head_dim (head_dim_v for v_scales) and, for I4, be even. Entry [.., g] scales channels
+   *    [g G, (g + 1) G) of the same row. Any strides; the fast decoding kernels read them in
+   *    place when each stride is the cache's stride divided by G and G is a power of two (the
+   *    dense layouts, contiguous or paged), other layouts take a slower path. A NaN scale acts as
+   *    a NaN in its keys (the rows that see them become NaN).
+   *  - FP8_E4M3: float32 [heads_kv] (a scale per kv head) or [1] (one for the tensor), each
+   *    finite and >= 0.
+   * Scores and outputs are computed in f32 on the dequantized values (q * scale), as accurate
+   * as an f32 cache holding those values. */
+  const sattn_tensor* k_scales;
+  const sattn_tensor* v_scales;
 } sattn_attention_options;
 
 /* Exact softmax attention: out = softmax(scale * q k^T + bias) v, streamed over key tiles with
  * the online softmax (never materialising seq_q x seq_k scores).
  *   q   [batch, seq_q, heads_q, head_dim]     f32, f16 or bf16
- *   k   [batch, seq_k, heads_kv, head_dim]    f32, f16 or bf16 (paged: see block_table)
- *   v   [batch, seq_k, heads_kv, head_dim_v]  f32, f16 or bf16 (head_dim_v may differ)
+ *   k   [batch, seq_k, heads_kv, head_dim]    f32, f16, bf16, or a quantized format with
+ *                                             options->k_scales (paged: see block_table)
+ *   v   [batch, seq_k, heads_kv, head_dim_v]  likewise, with options->v_scales (head_dim_v may
+ *                                             differ)
  *   out [batch, seq_q, heads_q, head_dim_v]   f32, f16 or bf16 (may differ from q)
  *   lse [batch, heads_q, seq_q] float32, natural log; optional (NULL)
  * heads_q must be a multiple of heads_kv (GQA; heads_kv = 1 is MQA); query head h reads kv
@@ -274,6 +318,40 @@ SATTN_API sattn_status sattn_attention(sattn_context* ctx, const sattn_tensor* q
                                        const sattn_tensor* k, const sattn_tensor* v,
                                        const sattn_tensor* out, const sattn_tensor* lse,
                                        const sattn_attention_options* options);
+
+/* ------------------------------------------------------------------ quantized KV caches */
+
+typedef struct sattn_quantize_kv_options {
+  uint32_t struct_size; /* sizeof(sattn_quantize_kv_options) */
+  /* Optional (NULL = 0 for every sequence) int32 [batch]: the key position of sequence b's
+   * first new row, so row t of src goes to key positions[b] + t of values and scales. */
+  const sattn_tensor* positions;
+  /* Optional paged destination, int32 [batch, max_pages], as in sattn_attention_options:
+   * values and scales are then [num_pages, page_size, heads_kv, ...] and key j of sequence b
+   * is row j % page_size of page block_table[b, j / page_size]. */
+  const sattn_tensor* block_table;
+} sattn_quantize_kv_options;
+
+/* Quantizes new K or V rows into a cache of a quantized format (values.dtype), the values and
+ * scales sattn_attention reads:
+ *   src    [batch, n, heads_kv, head_dim]  f32, f16 or bf16, any strides
+ *   values [batch, cache_len, heads_kv, head_dim]  SATTN_DTYPE_I8, SATTN_DTYPE_I4 or
+ *          SATTN_DTYPE_FP8_E4M3 (paged: [num_pages, page_size, heads_kv, head_dim])
+ *   scales I8, I4: f16 or f32 [batch, cache_len, heads_kv, head_dim / G] (paged likewise),
+ *          written: each group's max |x| / 127 (I8) or / 7 (I4), rounded to nearest even in
+ *          the scales' dtype (saturating at its largest finite value); a group of zeros gets 0.
+ *          FP8_E4M3: float32 [heads_kv] or [1], read: each finite and > 0.
+ * Each element becomes q = x / scale (in f32, with the scale as stored) rounded to nearest
+ * even: for I8 and I4 an integer saturated to [-127, 127] or [-7, 7] (a scale of 0 gives 0),
+ * for FP8 the nearest E4M3 saturated to [-448, 448]. Row t of sequence b goes to key
+ * positions[b] + t, which must be below cache_len (max_pages * page_size when paged), through
+ * the block table's pages when paged. Deterministic: the same bytes for any thread count.
+ * A NaN or infinite element of src is an error naming its index, with nothing written (a
+ * scale is never NaN). values and scales must not overlap src, each other or themselves.
+ * options may be NULL. */
+SATTN_API sattn_status sattn_quantize_kv(sattn_context* ctx, const sattn_tensor* src,
+                                         const sattn_tensor* values, const sattn_tensor* scales,
+                                         const sattn_quantize_kv_options* options);
 
 /* ------------------------------------------------------------------ merging partial results */
 

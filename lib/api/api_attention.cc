@@ -52,6 +52,72 @@ Status ReadPerHeadVector(Call* call, const sattn_tensor* view, const char* name,
   return Status();
 }
 
+// The scales of cache `cache` (a->k or a->v, `dim` channels a row) from `view`
+// (options->k_scales or v_scales): none for a float cache; group scales for I8 and I4; one
+// float32 per kv head, or one for the tensor, for FP8.
+Status ReadCacheScales(Call* call, const sattn_tensor* view, const char* name, const Tensor& cache,
+                       const char* cache_name, GroupScales* group, Vector<float>* head_scales) {
+  const AttentionArgs& a = call->a;
+  if (!IsQuantizedDType(cache.dtype)) {
+    if (view == nullptr) return Status();
+    return InvalidArgument("%s must be NULL: %s.dtype=%s is not a quantized format", name,
+                           cache_name, DTypeName(cache.dtype));
+  }
+  if (view == nullptr) {
+    return InvalidArgument("%s must not be NULL: %s.dtype=%s needs its scales", name, cache_name,
+                           DTypeName(cache.dtype));
+  }
+  if (cache.dtype == DType::kFP8E4M3) {
+    Tensor device_view, t;
+    SATTN_RETURN_IF_ERROR(ValidateOnDevice(&call->device, view, name, 1, &device_view));
+    SATTN_RETURN_IF_ERROR(HostReadable(call, device_view, name, &t));
+    SATTN_RETURN_IF_ERROR(CheckDType(t, name, DType::kF32));
+    if (t.dim(0) != a.heads_kv && t.dim(0) != 1) {
+      return InvalidArgument("%s.shape[0]=%" PRId64 " must be heads_kv=%" PRId64
+                             " (a scale per kv head) or 1 (one for %s)",
+                             name, t.dim(0), a.heads_kv, cache_name);
+    }
+    head_scales->resize(a.heads_kv);
+    for (int64_t h = 0; h < t.dim(0); ++h) {
+      const float x = *t.At<float>(h);
+      if (!(x >= 0.0f) || std::isinf(x)) {
+        return InvalidArgument("%s[%" PRId64 "]=%g must be finite and >= 0", name, h, x);
+      }
+    }
+    for (int64_t h = 0; h < a.heads_kv; ++h)
+      (*head_scales)[h] = *t.At<float>(t.dim(0) == 1 ? 0 : h);
+    return Status();
+  }
+  Tensor& scales = group->scales;
+  SATTN_RETURN_IF_ERROR(ValidateOnDevice(&call->device, view, name, 4, &scales));
+  if (scales.dtype != DType::kF32 && scales.dtype != DType::kF16) {
+    return InvalidArgument("%s.dtype=%s must be f16 or f32 (the scales of %s.dtype=%s)", name,
+                           DTypeName(scales.dtype), cache_name, DTypeName(cache.dtype));
+  }
+  for (int dim = 0; dim < 3; ++dim) {
+    SATTN_RETURN_IF_ERROR(CheckSameExtent(scales, name, dim, cache, cache_name, dim));
+  }
+  const int64_t channels = cache.dim(3), groups = scales.dim(3);
+  if (channels % groups != 0) {
+    return InvalidArgument("%s.shape[3]=%" PRId64 " must divide %s.shape[3]=%" PRId64
+                           " (head_dim / group size)",
+                           name, groups, cache_name, channels);
+  }
+  group->group = channels / groups;
+  if (cache.dtype == DType::kI4 && group->group % 2 != 0) {
+    return InvalidArgument("%s: the group size %s.shape[3] / %s.shape[3]=%" PRId64
+                           " must be even for i4 (two elements a byte)",
+                           name, cache_name, name, group->group);
+  }
+  const int64_t g = group->group;
+  bool addressable =
+      (g & (g - 1)) == 0 && cache.stride(3) == 1 && (groups == 1 || scales.stride(3) == 1);
+  for (int dim = 0; dim < 3; ++dim) addressable &= scales.stride(dim) * g == cache.stride(dim);
+  group->addressable = addressable;
+  while ((int64_t{1} << group->log2_group) < g) ++group->log2_group;
+  return Status();
+}
+
 Status CheckMask(const AttentionArgs& a, const Tensor& mask) {
   SATTN_RETURN_IF_ERROR(CheckFloatDType(mask, "mask"));
   if (mask.dim(0) != 1 && mask.dim(0) != a.batch) {
@@ -157,6 +223,10 @@ Status ReadOptionsInto(Call* call, const sattn_attention_options& o) {
     SATTN_RETURN_IF_ERROR(
         ReadPerHeadVector(call, o.sinks, "options->sinks", a->heads_q, true, &a->sinks));
   }
+  SATTN_RETURN_IF_ERROR(ReadCacheScales(call, o.k_scales, "options->k_scales", a->k, "k",
+                                        &a->k_group_scales, &a->k_head_scales));
+  SATTN_RETURN_IF_ERROR(ReadCacheScales(call, o.v_scales, "options->v_scales", a->v, "v",
+                                        &a->v_group_scales, &a->v_head_scales));
   SATTN_RETURN_IF_ERROR(ReadKeyCounts(call, o.seqused_k));
   if (o.mask != nullptr) {
     SATTN_RETURN_IF_ERROR(ValidateOnDevice(&call->device, o.mask, "options->mask", 4, &a->mask));
@@ -167,12 +237,10 @@ Status ReadOptionsInto(Call* call, const sattn_attention_options& o) {
 }
 
 Status CheckShapes(AttentionArgs* a) {
-  for (const auto& [t, name] : {std::pair<const Tensor*, const char*>{&a->q, "q"},
-                                {&a->k, "k"},
-                                {&a->v, "v"},
-                                {&a->out, "out"}}) {
-    SATTN_RETURN_IF_ERROR(CheckFloatDType(*t, name));
-  }
+  SATTN_RETURN_IF_ERROR(CheckFloatDType(a->q, "q"));
+  SATTN_RETURN_IF_ERROR(CheckCacheDType(a->k, "k"));
+  SATTN_RETURN_IF_ERROR(CheckCacheDType(a->v, "v"));
+  SATTN_RETURN_IF_ERROR(CheckFloatDType(a->out, "out"));
   if (!a->paged) {  // paged caches have pages, not sequences, in k's first two dims
     SATTN_RETURN_IF_ERROR(CheckSameExtent(a->k, "k", 0, a->q, "q", 0));
     SATTN_RETURN_IF_ERROR(CheckSameExtent(a->v, "v", 0, a->q, "q", 0));
@@ -227,6 +295,14 @@ Status CheckAliasing(const AttentionArgs& a) {
     SATTN_RETURN_IF_ERROR(
         CheckNoPartialOverlap(a.out, "out", a.block_table, "options->block_table", false));
   }
+  for (const auto& [g, name] :
+       {std::pair<const GroupScales*, const char*>{&a.k_group_scales, "options->k_scales"},
+        {&a.v_group_scales, "options->v_scales"}}) {
+    if (g->group == 0) continue;
+    SATTN_RETURN_IF_ERROR(CheckNoPartialOverlap(a.out, "out", g->scales, name, false));
+    if (a.has_lse)
+      SATTN_RETURN_IF_ERROR(CheckNoPartialOverlap(a.lse, "lse", g->scales, name, false));
+  }
   if (!a.has_lse) return Status();
   if (a.paged) {
     SATTN_RETURN_IF_ERROR(
@@ -261,6 +337,12 @@ Status Attention(sattn_context* ctx, const sattn_tensor* q, const sattn_tensor* 
   }
   sattn_attention_options o{};
   SATTN_RETURN_IF_ERROR(ReadOptions(options, "options", kFirstAttentionOptionsSize, &o));
+  if (options != nullptr && CutsAttentionOptionsField(options->struct_size)) {
+    return InvalidArgument(
+        "options->struct_size=%u ends inside a field: it is not the size of a version (set it "
+        "to sizeof(sattn_attention_options))",
+        options->struct_size);
+  }
   if (o.block_table != nullptr) SATTN_RETURN_IF_ERROR(ReadBlockTable(&call, o.block_table));
   SATTN_RETURN_IF_ERROR(CheckShapes(&a));
   SATTN_RETURN_IF_ERROR(ReadOptionsInto(&call, o));

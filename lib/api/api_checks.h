@@ -81,6 +81,13 @@ inline Status CheckFloatDType(const Tensor& t, const char* name) {
   return InvalidArgument("%s.dtype=%s must be f32, f16 or bf16", name, DTypeName(t.dtype));
 }
 
+// A KV cache holds a float dtype or a quantized format (read with its scales).
+inline Status CheckCacheDType(const Tensor& t, const char* name) {
+  if (IsFloatDType(t.dtype) || IsQuantizedDType(t.dtype)) return Status();
+  return InvalidArgument("%s.dtype=%s must be f32, f16, bf16, i8, fp8_e4m3 or i4", name,
+                         DTypeName(t.dtype));
+}
+
 // Validates a view of the given rank on the call's device.
 inline Status ValidateOnDevice(CallDevice* call, const sattn_tensor* view, const char* name,
                                int rank, Tensor* out) {

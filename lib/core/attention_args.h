@@ -13,10 +13,38 @@
 
 namespace streamattn {
 
+// The scales of a group-quantized cache (I8, I4: core/quantized.h): a view laid out like the
+// cache, its last dimension head_dim / group.
+struct GroupScales {
+  Tensor scales;
+  int64_t group = 0;  // channels per scale; 0: the cache has no group scales
+  // The scale of the value at element offset e of the cache (from its data, in elements) is at
+  // element offset e >> log2(group) of the scales: each of the scales' strides is the cache's
+  // divided by group, the last one 1 (or one scale per row), and group a power of two. The
+  // kernels that read the cache in place find each value's scale so; other layouts are read
+  // through converted tiles.
+  bool addressable = false;
+  int log2_group = 0;
+};
+
+// Key `key` of sequence b, kv head `head`: its row of t (a cache, or scales laid out like one),
+// in a contiguous cache [batch, seq, heads, ..] or a paged one [num_pages, page_size, heads, ..]
+// through block_table [batch, max_pages].
+inline void* CacheKeyRow(const Tensor& t, bool paged, const Tensor& block_table, int64_t page_size,
+                         int64_t b, int64_t key, int64_t head) {
+  if (!paged) return t.At(b, key, head, 0);
+  const int32_t page = *block_table.At<const int32_t>(b, key / page_size);
+  return t.At(page, key % page_size, head, 0);
+}
+
 struct AttentionArgs {
   // The per-head and per-sequence copies below come from `alloc` (the context's).
   explicit AttentionArgs(const Allocator& alloc = Allocator())
-      : alibi_slopes(alloc), sinks(alloc), seqused_k(alloc) {}
+      : alibi_slopes(alloc),
+        sinks(alloc),
+        k_head_scales(alloc),
+        v_head_scales(alloc),
+        seqused_k(alloc) {}
 
   Tensor q, k, v, out;
   Tensor lse;  // valid when has_lse
@@ -38,6 +66,10 @@ struct AttentionArgs {
   bool has_mask = false;
   // Multiply P.V in f32 where a native tile kernel would round P to the inputs' type.
   bool f32_pv = false;
+  // Quantized caches: group scales of I8 and I4 k and v, and the per-kv-head scales of FP8 ones
+  // ([heads_kv], a per-tensor scale repeated; empty when the cache is not FP8).
+  GroupScales k_group_scales, v_group_scales;
+  Vector<float> k_head_scales, v_head_scales;
 
   // Ragged batches: keys [0, seqused_k[b]) of sequence b exist (empty: all seq_k of them).
   Vector<int64_t> seqused_k;
@@ -52,11 +84,14 @@ struct AttentionArgs {
   // The keys sequence b has.
   int64_t SeqK(int64_t b) const { return seqused_k.empty() ? seq_k : seqused_k[b]; }
 
-  // Key `key` of sequence b, kv head `head`: its row of t (k or v).
+  const GroupScales& GroupScalesOf(const Tensor& cache) const {
+    return &cache == &v ? v_group_scales : k_group_scales;
+  }
+
+  // Key `key` of sequence b, kv head `head`: its row of t (k or v, or their scales, which share
+  // the cache's layout and block table).
   const void* KeyRow(const Tensor& t, int64_t b, int64_t key, int64_t head) const {
-    if (!paged) return t.At(b, key, head, 0);
-    const int32_t page = *block_table.At<const int32_t>(b, key / page_size);
-    return t.At(page, key % page_size, head, 0);
+    return CacheKeyRow(t, paged, block_table, page_size, b, key, head);
   }
 
   // KeyRow of keys [first, first + count) of sequence b, kv head `head`, in k and in v: a
@@ -67,8 +102,8 @@ struct AttentionArgs {
   void KeyRows(int64_t b, int64_t first, int64_t count, int64_t head, Row* k_rows,
                Row* v_rows) const {
     if (count <= 0) return;
-    const int64_t k_step = k.stride(1) * DTypeSize(k.dtype);
-    const int64_t v_step = v.stride(1) * DTypeSize(v.dtype);
+    const int64_t k_step = ElementBytes(k.dtype, k.stride(1));
+    const int64_t v_step = ElementBytes(v.dtype, v.stride(1));
     // Rows [i, end): the first at k_row and v_row, each next one a stride further.
     auto fill = [&](int64_t i, int64_t end, const void* k_row, const void* v_row) {
       const char* k_at = static_cast<const char*>(k_row);

@@ -44,6 +44,28 @@ struct SoftmaxTopKArgs {
   float temperature = 1.0f;
 };
 
+// sattn_quantize_kv after validation: src [batch, n, heads_kv, head_dim] (f32, f16, bf16,
+// every element finite) into values (I8, I4, FP8) and, for I8 and I4, scales (f16 or f32, the
+// last dimension head_dim / group), both [batch, cache_len, ...] or, paged, [num_pages,
+// page_size, ...]. Row t of sequence b goes to key positions[b] + t (checked to fit, and, paged,
+// to map to a page in range).
+struct QuantizeKVArgs {
+  explicit QuantizeKVArgs(const Allocator& alloc = Allocator())
+      : positions(alloc), head_scales(alloc) {}
+  Tensor src, values, scales;
+  int64_t group = 0;          // I8, I4: channels per scale
+  Vector<int64_t> positions;  // [batch]
+  bool paged = false;
+  Tensor block_table;  // paged: [batch, max_pages] int32
+  int64_t page_size = 0;
+  Vector<float> head_scales;  // FP8: [heads_kv], each finite and > 0
+
+  // Where key `key` of sequence b, kv head `head`, lives in t (values or scales).
+  void* KeyRow(const Tensor& t, int64_t b, int64_t key, int64_t head) const {
+    return CacheKeyRow(t, paged, block_table, page_size, b, key, head);
+  }
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -54,6 +76,7 @@ class Backend {
   virtual Status Softmax(const SoftmaxArgs& args) = 0;
   virtual Status SoftmaxTopK(const SoftmaxTopKArgs& args) = 0;
   virtual Status Attention(const AttentionArgs& args) = 0;
+  virtual Status QuantizeKV(const QuantizeKVArgs& args) = 0;
 
   // What validation reads of a small option tensor on this backend's device (seqused_k,
   // block_table, ALiBi slopes, sinks): `host` gets t's shape and strides, and views either t

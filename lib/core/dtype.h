@@ -17,16 +17,46 @@ enum class DType : int32_t {
   kF16 = SATTN_DTYPE_F16,
   kBF16 = SATTN_DTYPE_BF16,
   kI32 = SATTN_DTYPE_I32,  // indices and lengths, never computed with
+  // Quantized KV-cache elements (the header documents their bytes): read by attention's
+  // kernels with their scales, written by sattn_quantize_kv.
+  kI8 = SATTN_DTYPE_I8,
+  kFP8E4M3 = SATTN_DTYPE_FP8_E4M3,
+  kI4 = SATTN_DTYPE_I4,
 };
 
-inline bool IsKnownDType(int32_t code) {
-  return code == SATTN_DTYPE_F32 || code == SATTN_DTYPE_F16 || code == SATTN_DTYPE_BF16 ||
-         code == SATTN_DTYPE_I32;
+inline bool IsKnownDType(int32_t code) { return code >= SATTN_DTYPE_F32 && code <= SATTN_DTYPE_I4; }
+
+// The dtypes computed with directly, as inputs and outputs: f32, f16, bf16.
+inline bool IsFloatDType(DType t) {
+  return t == DType::kF32 || t == DType::kF16 || t == DType::kBF16;
 }
 
-inline bool IsFloatDType(DType t) { return t != DType::kI32; }
+// The KV-cache formats that need scales to mean anything.
+inline bool IsQuantizedDType(DType t) {
+  return t == DType::kI8 || t == DType::kFP8E4M3 || t == DType::kI4;
+}
 
-inline int64_t DTypeSize(DType t) { return t == DType::kF32 || t == DType::kI32 ? 4 : 2; }
+// Bits per element: 4 for I4, whose elements pack two to a byte along the last dimension.
+inline int64_t DTypeBits(DType t) {
+  switch (t) {
+    case DType::kF32:
+    case DType::kI32:
+      return 32;
+    case DType::kF16:
+    case DType::kBF16:
+      return 16;
+    case DType::kI8:
+    case DType::kFP8E4M3:
+      return 8;
+    case DType::kI4:
+      return 4;
+  }
+  return 8;
+}
+
+// Bytes spanned by `elements` elements: exact wherever a view can point (an I4 view's strides
+// other than the last are even, and rows start on a byte).
+inline int64_t ElementBytes(DType t, int64_t elements) { return elements * DTypeBits(t) / 8; }
 
 // Takes the raw code, so that a caller's unchecked sattn_tensor::dtype can be named in the message
 // that rejects it.
@@ -40,6 +70,12 @@ inline const char* DTypeName(int32_t code) {
       return "bf16";
     case SATTN_DTYPE_I32:
       return "i32";
+    case SATTN_DTYPE_I8:
+      return "i8";
+    case SATTN_DTYPE_FP8_E4M3:
+      return "fp8_e4m3";
+    case SATTN_DTYPE_I4:
+      return "i4";
     default:
       return "unknown";
   }
@@ -109,6 +145,9 @@ inline float LoadAsFloat(DType t, const void* p) {
     case DType::kBF16:
       return BF16ToF32(*static_cast<const uint16_t*>(p));
     case DType::kI32:
+    case DType::kI8:
+    case DType::kFP8E4M3:
+    case DType::kI4:
       break;  // callers check IsFloatDType first
   }
   return 0.0f;
@@ -126,6 +165,9 @@ inline void StoreFromFloat(DType t, float value, void* p) {
       *static_cast<uint16_t*>(p) = F32ToBF16(value);
       return;
     case DType::kI32:
+    case DType::kI8:
+    case DType::kFP8E4M3:
+    case DType::kI4:
       return;  // callers check IsFloatDType first
   }
 }

@@ -31,6 +31,29 @@ int64_t LowestOffset(const Tensor& t) {
   return offset;
 }
 
+// I4 packs two elements to a byte along the last dimension: every row must start on a byte
+// (even strides elsewhere) and hold whole bytes (unit stride, even extent).
+Status CheckPackedNibbles(const Tensor& t, const char* name) {
+  const int last = t.ndim - 1;
+  if (t.shape[last] % 2 != 0) {
+    return InvalidArgument("%s.shape[%d]=%" PRId64 " must be even: i4 packs two elements a byte",
+                           name, last, t.shape[last]);
+  }
+  if (t.strides[last] != 1) {
+    return InvalidArgument("%s.strides[%d]=%" PRId64
+                           " must be 1: i4 elements pack two a byte along the last dimension",
+                           name, last, t.strides[last]);
+  }
+  for (int i = 0; i < last; ++i) {
+    if (t.strides[i] % 2 != 0) {
+      return InvalidArgument("%s.strides[%d]=%" PRId64
+                             " splits a byte: i4 strides other than the last must be even",
+                             name, i, t.strides[i]);
+    }
+  }
+  return Status();
+}
+
 }  // namespace
 
 int64_t Tensor::NumElements() const {
@@ -39,16 +62,17 @@ int64_t Tensor::NumElements() const {
   return n;
 }
 
-uintptr_t Tensor::LowestByte() const { return ViewBytes(*this, DTypeSize(dtype)).lo; }
+uintptr_t Tensor::LowestByte() const { return ViewBytes(*this, DTypeBits(dtype)).lo; }
 
-uintptr_t Tensor::EndByte() const { return ViewBytes(*this, DTypeSize(dtype)).hi; }
+uintptr_t Tensor::EndByte() const { return ViewBytes(*this, DTypeBits(dtype)).hi; }
 
 Status ValidateTensor(const sattn_tensor* view, const char* name, int rank, Tensor* out) {
   if (view == nullptr) return InvalidArgument("%s must not be NULL", name);
   if (view->data == nullptr) return InvalidArgument("%s.data must not be NULL", name);
   if (!IsKnownDType(view->dtype)) {
-    return InvalidArgument("%s.dtype=%d is not a sattn_dtype (f32=1, f16=2, bf16=3, i32=4)", name,
-                           view->dtype);
+    return InvalidArgument(
+        "%s.dtype=%d is not a sattn_dtype (f32=1, f16=2, bf16=3, i32=4, i8=5, fp8_e4m3=6, i4=7)",
+        name, view->dtype);
   }
   if (view->device != SATTN_DEVICE_CPU && view->device != SATTN_DEVICE_CUDA) {
     return InvalidArgument("%s.device=%d is not a sattn_device (cpu=0, cuda=1)", name,
@@ -85,6 +109,7 @@ Status ValidateTensor(const sattn_tensor* view, const char* name, int rank, Tens
       return InvalidArgument("%s has more elements than int64 can count", name);
     }
   }
+  if (t.dtype == DType::kI4) SATTN_RETURN_IF_ERROR(CheckPackedNibbles(t, name));
   const int64_t span = ElementSpan(t);
   int64_t span_bytes, lowest_bytes;
   const auto too_large = [&] {
@@ -95,10 +120,15 @@ Status ValidateTensor(const sattn_tensor* view, const char* name, int rank, Tens
   // Only now: each negative term of the lowest offset is bounded by the span (the fuzzer found
   // the overflow when this ran before the span was known to fit).
   const int64_t lowest = LowestOffset(t);
-  if (__builtin_mul_overflow(span + 1, DTypeSize(t.dtype), &span_bytes) ||
-      __builtin_mul_overflow(lowest, DTypeSize(t.dtype), &lowest_bytes)) {
+  // In bits, then bytes (I4 has half-byte elements; its validated offsets are whole bytes but
+  // for the last dimension's).
+  const int64_t bits = DTypeBits(t.dtype);
+  if (__builtin_mul_overflow(span + 1, bits, &span_bytes) ||
+      __builtin_mul_overflow(lowest, bits, &lowest_bytes)) {
     return too_large();
   }
+  span_bytes = (span_bytes + 7) / 8;
+  lowest_bytes /= 8;  // a whole number of bytes: lowest is a sum of even strides' multiples
   // In 64 bits whatever the pointer width: on a 32-bit target, casting the byte counts to
   // uintptr_t first dropped their high bits and let a view 2^47 bytes long through (armhf).
   const uint64_t max_address = std::numeric_limits<uintptr_t>::max();
@@ -135,7 +165,7 @@ Status CheckNoPartialOverlap(const Tensor& out, const char* out_name, const Tens
                              const char* in_name, bool allow_identical) {
   if (allow_identical && IsIdenticalView(out, in)) return Status();
   if (out.device != in.device) return Status();
-  if (Disjoint(ViewBytes(out, DTypeSize(out.dtype)), ViewBytes(in, DTypeSize(in.dtype)))) {
+  if (Disjoint(ViewBytes(out, DTypeBits(out.dtype)), ViewBytes(in, DTypeBits(in.dtype)))) {
     return Status();
   }
   if (allow_identical) {

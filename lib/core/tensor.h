@@ -25,11 +25,13 @@ struct Tensor {
   int64_t stride(int i) const { return strides[i]; }
   int64_t NumElements() const;
 
-  // Element pointer at an index of up to four coordinates (missing ones are 0).
+  // Element pointer at an index of up to four coordinates (missing ones are 0). For I4, whose
+  // elements pack two to a byte, the byte holding the element (the low half for an even index
+  // of the last dimension).
   template <typename T = void>
   T* At(int64_t i0, int64_t i1 = 0, int64_t i2 = 0, int64_t i3 = 0) const {
     const int64_t offset = i0 * strides[0] + i1 * strides[1] + i2 * strides[2] + i3 * strides[3];
-    return reinterpret_cast<T*>(static_cast<char*>(data) + offset * DTypeSize(dtype));
+    return reinterpret_cast<T*>(static_cast<char*>(data) + ElementBytes(dtype, offset));
   }
 
   // The byte range [lo, hi) the view touches (hi - lo is at least one element).

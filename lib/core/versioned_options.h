@@ -17,6 +17,21 @@ namespace streamattn {
 constexpr size_t kFirstAttentionOptionsSize =
     offsetof(sattn_attention_options, block_table) + sizeof(const sattn_tensor*);
 
+// Whether a struct_size ends inside the field at `offset` of `size` bytes (not the size of any
+// version: copying it would take part of a pointer).
+constexpr bool CutsField(uint32_t struct_size, size_t offset, size_t size) {
+  return struct_size > offset && struct_size < offset + size;
+}
+
+// A sattn_attention_options struct_size that cuts one of the fields appended after the first
+// version (the third version's scale views).
+constexpr bool CutsAttentionOptionsField(uint32_t struct_size) {
+  return CutsField(struct_size, offsetof(sattn_attention_options, k_scales),
+                   sizeof(const sattn_tensor*)) ||
+         CutsField(struct_size, offsetof(sattn_attention_options, v_scales),
+                   sizeof(const sattn_tensor*));
+}
+
 enum class OptionsVerdict {
   kCopied,
   kTooSmall,      // struct_size is below the first version's size

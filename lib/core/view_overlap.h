@@ -38,21 +38,23 @@ inline int SelfOverlappingDim(int ndim, const int64_t* shape, const int64_t* str
   return -1;
 }
 
-// The bytes [lo, hi) a view of `element_size`-byte elements touches (a view whose span fits in
-// int64, as validated views do).
+// The bytes [lo, hi) a view of `element_bits`-bit elements touches (a view whose span fits in
+// int64, as validated views do); a byte holding any bit of an element counts.
 struct ByteRange {
   uintptr_t lo, hi;
 };
 
 template <class View>
-ByteRange ViewBytes(const View& v, int64_t element_size) {
-  int64_t lo = 0, hi = element_size;
+ByteRange ViewBytes(const View& v, int64_t element_bits) {
+  int64_t lo = 0, hi = element_bits;  // in bits from data
   for (int i = 0; i < v.ndim; ++i) {
-    const int64_t span = v.strides[i] * (v.shape[i] - 1) * element_size;
+    const int64_t span = v.strides[i] * (v.shape[i] - 1) * element_bits;
     (span < 0 ? lo : hi) += span;
   }
+  const auto floor_bytes = [](int64_t bits) { return bits >= 0 ? bits / 8 : -((7 - bits) / 8); };
   const uintptr_t base = reinterpret_cast<uintptr_t>(v.data);
-  return ByteRange{base + static_cast<uintptr_t>(lo), base + static_cast<uintptr_t>(hi)};
+  return ByteRange{base + static_cast<uintptr_t>(floor_bytes(lo)),
+                   base + static_cast<uintptr_t>(floor_bytes(hi + 7))};
 }
 
 inline bool Disjoint(const ByteRange& a, const ByteRange& b) {

@@ -73,6 +73,20 @@ inline AttentionPath ChooseAttentionPath(size_t rows_per_kv_head, size_t lanes) 
   return rows_per_kv_head < lanes ? AttentionPath::kDecode : AttentionPath::kPrefill;
 }
 
+// Whether K and V are read as one element type (cache_element-inl.h), as the kernels that read
+// the cache in place need (they are compiled for one type per call): the same dtype and, for
+// group-scaled formats, the same scales' dtype, scales found from each value's address
+// (GroupScales::addressable) and groups of whole vectors of `lanes` (a vector's values share
+// one scale).
+inline bool CacheReadInPlaceAsOneElement(const AttentionArgs& a, size_t lanes) {
+  if (a.k.dtype != a.v.dtype) return false;
+  const GroupScales &k = a.k_group_scales, &v = a.v_group_scales;
+  if (k.group == 0) return true;
+  const int64_t vector = static_cast<int64_t>(lanes);
+  return k.addressable && v.addressable && k.scales.dtype == v.scales.dtype && k.group >= vector &&
+         v.group >= vector;
+}
+
 // A work item covers `heads` kv heads: one for prefill (its 192 rows reuse each K/V tile
 // enough), all of them when every query of a sequence fits one item of few rows (decoding:
 // up to 64 rows, all of seq_q), so a tile's keys are read for every head at once, sequentially
@@ -130,8 +144,8 @@ AttentionPlan MakeAttentionPlan(D d, const AttentionArgs& a) {
   c.heads = rows <= 64 && c.positions == a.seq_q ? a.heads_kv : 1;
   size_t keys = kKeysPerTile / static_cast<size_t>(c.heads);
   if (c.heads > 1) {
-    keys = std::max(keys,
-                    kDecodeHeadTileBytes / (c.dim_pad * static_cast<size_t>(DTypeSize(a.k.dtype))));
+    keys = std::max(keys, kDecodeHeadTileBytes / static_cast<size_t>(ElementBytes(
+                                                     a.k.dtype, static_cast<int64_t>(c.dim_pad))));
   }
   c.keys_per_tile = std::min(kKeysPerTile, std::max<size_t>(16, keys)) / 8 * 8;
   // Reading the cache in place is compiled only where f16 converts by an instruction
@@ -139,14 +153,15 @@ AttentionPlan MakeAttentionPlan(D d, const AttentionArgs& a) {
   // compile time of the older targets.
   c.cache_in_place = kNativeF16 && c.decode() && c.dim == c.dim_pad &&
                      static_cast<size_t>(a.head_dim_v) == c.dim_v_pad && a.k.stride(3) == 1 &&
-                     a.v.stride(3) == 1 && a.k.dtype == a.v.dtype;
+                     a.v.stride(3) == 1 && CacheReadInPlaceAsOneElement(a, c.lanes);
   const bool lanes_power_of_two = (c.lanes & (c.lanes - 1)) == 0;
   c.packed_scores = c.cache_in_place && lanes_power_of_two && c.lanes % rows == 0 &&
                     (rows & (rows - 1)) == 0 && a.alibi_slopes.empty();
-  c.stream_tiles = kStreamTilesOnTarget && c.packed_scores && rows <= 4 &&
-                   kStreamStepKeys * static_cast<size_t>(c.heads) * c.dim_pad *
-                           static_cast<size_t>(DTypeSize(a.k.dtype)) <=
-                       kStreamStepBytes;
+  c.stream_tiles =
+      kStreamTilesOnTarget && c.packed_scores && rows <= 4 &&
+      kStreamStepKeys * static_cast<size_t>(c.heads) *
+              static_cast<size_t>(ElementBytes(a.k.dtype, static_cast<int64_t>(c.dim_pad))) <=
+          kStreamStepBytes;
   c.packed_st_stride = RoundUp(c.keys_per_tile * rows, c.lanes);
   return c;
 }

@@ -1,6 +1,7 @@
 // How the attention kernels read a K/V cache: the element type its dtype maps to, chosen here
-// and nowhere else (WithCacheElement), and a tile of it converted to dense f32 (ConvertKeyTile:
-// every tile of prefill's f32 tile kernel, the edge tiles of decoding).
+// and nowhere else (WithCacheElement: the float dtypes and the quantized formats), and a tile
+// of it converted to dense f32 (ConvertKeyTile: every tile of prefill's f32 tile kernel, the
+// edge tiles of decoding).
 //
 // An element type (convert-inl.h has the float ones) names its stored type and loads a
 // vector of f32 from element i of a row (Load: decoding reads the cache in place and converts
@@ -24,6 +25,7 @@
 #include "core/attention_args.h"
 #include "cpu/attention_plan-inl.h"
 #include "cpu/convert-inl.h"
+#include "cpu/quantized_element-inl.h"
 #include "hwy/highway.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -32,16 +34,36 @@ namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
 // Calls f with the element the kernels read cache tensor `cache` (a.k or a.v) as: a value of
-// its element type, built from the call where the format carries state (a scale). Today the
-// float dtypes (F32Element, F16Element, BF16Element, which carry none). A format that is not a
-// plain float dtype gets its case here, before them.
+// its element type, built from the call where the format carries state. The float dtypes
+// (F32Element, F16Element, BF16Element) carry none; FP8 neither (its per-head scales are
+// folded into the queries and the output: KeyHeadFactor, work_item-inl.h); I8 and I4 carry
+// where their group scales are (quantized_element-inl.h), in the scales' dtype.
 template <class F>
-HWY_INLINE void WithCacheElement(const AttentionArgs& /* a */, const Tensor& cache, F&& f) {
-  WithFloatElement(cache.dtype, std::forward<F>(f));
+HWY_INLINE void WithCacheElement(const AttentionArgs& a, const Tensor& cache, F&& f) {
+  const GroupScales& g = a.GroupScalesOf(cache);
+  auto lookup = [&](auto scale) {
+    using S = decltype(scale);
+    return GroupScaleLookup<S>{static_cast<const uint8_t*>(cache.data),
+                               static_cast<const S*>(g.scales.data), g.log2_group};
+  };
+  const bool f32_scales = g.scales.dtype == DType::kF32;
+  switch (cache.dtype) {
+    case DType::kFP8E4M3:
+      return f(E4M3Element{});
+    case DType::kI8:
+      if (f32_scales) return f(I8Element<float>{lookup(0.0f)});
+      return f(I8Element<hwy::float16_t>{lookup(hwy::float16_t())});
+    case DType::kI4:
+      if (f32_scales) return f(I4Element<float>{lookup(0.0f)});
+      return f(I4Element<hwy::float16_t>{lookup(hwy::float16_t())});
+    default:
+      return WithFloatElement(cache.dtype, std::forward<F>(f));
+  }
 }
 
 // Calls f(k_element, v_element) with the elements of a cache whose K and V hold one element
-// type (plan.cache_in_place: the in-place tiles are compiled for one type per call).
+// type (CacheReadInPlaceAsOneElement, attention_plan-inl.h, which plan.cache_in_place
+// requires).
 template <class F>
 HWY_INLINE void WithCacheElements(const AttentionArgs& a, const F& f) {
   WithCacheElement(a, a.k, [&](const auto& k_element) {
@@ -55,13 +77,26 @@ HWY_INLINE void WithCacheElements(const AttentionArgs& a, const F& f) {
 // Converts row(s) of key `key` of tensor t (k or v, elements read as `element`) for kv heads
 // [hkv_begin, hkv_begin + heads) into `rows`, rows of `dim` elements `dim_pad` apart (the
 // padding zeroed). When a key's heads are one dense run of elements (the usual
-// [.., heads_kv, dim] layout with unpadded dims), one conversion covers all of them.
+// [.., heads_kv, dim] layout with unpadded dims), one conversion covers all of them. A
+// group-scaled element takes each row's scales from the scales tensor, whatever its layout.
 template <class E, class D>
 HWY_INLINE void ConvertKeyRows(D d, const E& element, const AttentionArgs& a, const Tensor& t,
                                int64_t b, int64_t key, int64_t hkv_begin, size_t heads, size_t dim,
                                size_t dim_pad, float* HWY_RESTRICT rows) {
   using Stored = typename E::Stored;
   auto row_of = [&](int64_t head) { return static_cast<const Stored*>(a.KeyRow(t, b, key, head)); };
+  if constexpr (E::kGroupScales) {
+    const GroupScales& g = a.GroupScalesOf(t);
+    for (size_t h = 0; h < heads; ++h) {
+      const int64_t head = hkv_begin + static_cast<int64_t>(h);
+      float* row = rows + h * dim_pad;
+      ConvertScaledRow<E>(d, row_of(head),
+                          static_cast<const typename E::Scale*>(a.KeyRow(g.scales, b, key, head)),
+                          g.scales.stride(3), g.group, dim, row);
+      std::fill(row + dim, row + dim_pad, 0.0f);
+    }
+    return;
+  }
   if (dim == dim_pad && t.stride(3) == 1 &&
       (heads == 1 || t.stride(2) == static_cast<int64_t>(dim))) {
     ConvertRow(d, element, row_of(hkv_begin), 1, heads * dim, rows);
@@ -74,33 +109,38 @@ HWY_INLINE void ConvertKeyRows(D d, const E& element, const AttentionArgs& a, co
   }
 }
 
-// Converts keys [k0, k0 + nb) of kv heads [hkv_begin, hkv_begin + plan.heads) of sequence b to
-// dense f32, key after key (its K rows, then its V rows) and head after head, so the reads
-// sweep the cache in address order (contiguous or paged alike). The tile is key-major: head
-// h's row of key c is at k_tile + (c * heads + h) * dim_pad (a head's rows are heads * dim_pad
-// apart), V likewise; K rows past nb, to nb_pad, are zero. k_tile == nullptr: V alone (a tile
-// kernel that reads K in another form).
+// Converts the rows of keys [k0, k0 + nb) of kv heads [hkv_begin, hkv_begin + plan.heads) of
+// sequence b of cache t (a.k or a.v, `dim` channels a row) to dense f32, key after key and head
+// after head, so the reads sweep the cache in address order (contiguous or paged alike). The
+// tile is key-major: head h's row of key c is at tile + (c * heads + h) * dim_pad.
+template <class D>
+HWY_INLINE void ConvertCacheTile(D d, const AttentionArgs& a, const AttentionPlan& plan,
+                                 const Tensor& t, size_t dim, size_t dim_pad, int64_t b,
+                                 int64_t hkv_begin, int64_t k0, size_t nb,
+                                 float* HWY_RESTRICT tile) {
+  const size_t heads = static_cast<size_t>(plan.heads);
+  WithCacheElement(a, t, [&](auto element) {
+    for (size_t c = 0; c < nb; ++c) {
+      ConvertKeyRows(d, element, a, t, b, k0 + static_cast<int64_t>(c), hkv_begin, heads, dim,
+                     dim_pad, tile + c * heads * dim_pad);
+    }
+  });
+}
+
+// Converts keys [k0, k0 + nb) of kv heads [hkv_begin, hkv_begin + plan.heads) of sequence b:
+// K rows into k_tile (ConvertCacheTile's layout, rows past nb, to nb_pad, zero), then V rows
+// into v_tile. k_tile == nullptr: V alone (a tile kernel that reads K in another form).
 template <class D>
 HWY_INLINE void ConvertKeyTile(D d, const AttentionArgs& a, const AttentionPlan& plan, int64_t b,
                                int64_t hkv_begin, int64_t k0, size_t nb, size_t nb_pad,
                                float* HWY_RESTRICT k_tile, float* HWY_RESTRICT v_tile) {
-  const size_t heads = static_cast<size_t>(plan.heads);
-  const size_t dim_v = static_cast<size_t>(a.head_dim_v);
-  WithCacheElement(a, a.k, [&](auto k_element) {
-    WithCacheElement(a, a.v, [&](auto v_element) {
-      for (size_t c = 0; c < nb; ++c) {
-        const int64_t key = k0 + static_cast<int64_t>(c);
-        if (k_tile != nullptr) {
-          ConvertKeyRows(d, k_element, a, a.k, b, key, hkv_begin, heads, plan.dim, plan.dim_pad,
-                         k_tile + c * heads * plan.dim_pad);
-        }
-        ConvertKeyRows(d, v_element, a, a.v, b, key, hkv_begin, heads, dim_v, plan.dim_v_pad,
-                       v_tile + c * heads * plan.dim_v_pad);
-      }
-    });
-  });
-  if (k_tile == nullptr) return;
-  std::fill(k_tile + nb * heads * plan.dim_pad, k_tile + nb_pad * heads * plan.dim_pad, 0.0f);
+  if (k_tile != nullptr) {
+    ConvertCacheTile(d, a, plan, a.k, plan.dim, plan.dim_pad, b, hkv_begin, k0, nb, k_tile);
+    const size_t heads = static_cast<size_t>(plan.heads);
+    std::fill(k_tile + nb * heads * plan.dim_pad, k_tile + nb_pad * heads * plan.dim_pad, 0.0f);
+  }
+  ConvertCacheTile(d, a, plan, a.v, static_cast<size_t>(a.head_dim_v), plan.dim_v_pad, b, hkv_begin,
+                   k0, nb, v_tile);
 }
 
 }  // namespace HWY_NAMESPACE

@@ -57,39 +57,51 @@ HWY_INLINE hn::Vec<DF> LoadF16AsF32(DF df, const hwy::float16_t* HWY_RESTRICT p)
 }
 
 // The floating-point element types of a tensor, as the kernels read them: Load gives a vector
-// of f32 from element i of a row, LoadOne a single element (tails, strided rows). Kernels hold
-// element values, not just types, so that a format may carry state (a scale); these carry
-// none. The element types of K/V caches, these and any other, are chosen at one place:
-// WithCacheElement (cache_element-inl.h).
+// of f32 from element i of a row, LoadOne element i alone (tails, strided rows); kBits is an
+// element's size, and kGroupScales says whether it needs its row's scales (the quantized
+// elements of quantized_element-inl.h do). Kernels hold element values, not just types, so
+// that a format may carry state (where its scales are); these carry none. The element types of
+// K/V caches, these and any other, are chosen at one place: WithCacheElement
+// (cache_element-inl.h).
 struct F32Element {
   using Stored = float;
+  static constexpr int kBits = 32;
+  static constexpr bool kGroupScales = false;
   template <class D>
   HWY_INLINE hn::Vec<D> Load(D d, const Stored* HWY_RESTRICT row, size_t i) const {
     return hn::LoadU(d, row + i);
   }
-  HWY_INLINE float LoadOne(const Stored* p) const { return *p; }
+  HWY_INLINE float LoadOne(const Stored* row, int64_t i) const { return row[i]; }
 };
 
 struct F16Element {
   using Stored = hwy::float16_t;
+  static constexpr int kBits = 16;
+  static constexpr bool kGroupScales = false;
   template <class D>
   HWY_INLINE hn::Vec<D> Load(D d, const Stored* HWY_RESTRICT row, size_t i) const {
     return LoadF16AsF32(d, row + i);
   }
-  HWY_INLINE float LoadOne(const Stored* p) const { return LoadAsFloat(DType::kF16, p); }
+  HWY_INLINE float LoadOne(const Stored* row, int64_t i) const {
+    return LoadAsFloat(DType::kF16, row + i);
+  }
 };
 
 struct BF16Element {
   using Stored = hwy::bfloat16_t;
+  static constexpr int kBits = 16;
+  static constexpr bool kGroupScales = false;
   template <class D>
   HWY_INLINE hn::Vec<D> Load(D d, const Stored* HWY_RESTRICT row, size_t i) const {
     return hn::PromoteTo(d, hn::LoadU(hn::Rebind<hwy::bfloat16_t, D>(), row + i));
   }
-  HWY_INLINE float LoadOne(const Stored* p) const { return LoadAsFloat(DType::kBF16, p); }
+  HWY_INLINE float LoadOne(const Stored* row, int64_t i) const {
+    return LoadAsFloat(DType::kBF16, row + i);
+  }
 };
 
-// Calls f with the element type of a float dtype (f32, f16, bf16); not at all for kI32, which
-// is never computed with (callers check IsFloatDType first).
+// Calls f with the element type of a float dtype (f32, f16, bf16); not at all for the others
+// (callers check IsFloatDType first; caches of quantized formats go through WithCacheElement).
 template <class F>
 HWY_INLINE void WithFloatElement(DType dtype, F&& f) {
   switch (dtype) {
@@ -99,7 +111,7 @@ HWY_INLINE void WithFloatElement(DType dtype, F&& f) {
       return f(F16Element{});
     case DType::kBF16:
       return f(BF16Element{});
-    case DType::kI32:
+    default:
       return;
   }
 }
@@ -119,7 +131,7 @@ HWY_INLINE void ConvertRow(D d, const E& element, const typename E::Stored* HWY_
       hn::StoreU(element.Load(d, row, i), d, dst + i);
     }
   }
-  for (; i < n; ++i) dst[i] = element.LoadOne(row + static_cast<int64_t>(i) * stride);
+  for (; i < n; ++i) dst[i] = element.LoadOne(row, static_cast<int64_t>(i) * stride);
 }
 
 // dst[i] = row[i * stride] as float, for i < n, for a row of a float dtype.
@@ -170,7 +182,7 @@ HWY_INLINE void StoreRowFromF32(D d, const float* HWY_RESTRICT src, size_t n, DT
     }
   }
   char* bytes = static_cast<char*>(row);
-  const int64_t step = stride * DTypeSize(dtype);
+  const int64_t step = ElementBytes(dtype, stride);
   for (; i < n; ++i) StoreFromFloat(dtype, src[i], bytes + static_cast<int64_t>(i) * step);
 }
 

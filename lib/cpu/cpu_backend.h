@@ -36,6 +36,7 @@ class CpuBackend final : public Backend {
   Status Softmax(const SoftmaxArgs& args) override;
   Status SoftmaxTopK(const SoftmaxTopKArgs& args) override;
   Status Attention(const AttentionArgs& args) override;
+  Status QuantizeKV(const QuantizeKVArgs& args) override;
   Status CopyToHost(const Tensor& t, const char* name, Vector<unsigned char>* storage,
                     Tensor* host) const override;
 

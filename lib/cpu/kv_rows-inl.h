@@ -84,12 +84,20 @@ HWY_INLINE const char* UncoveredTail(const char* row, size_t bytes) {
 //  - Streamed decoding tiles (decode/stream_tiles-inl.h) give both the next step's rows of
 //    their own stream, in address order, whatever the head.
 // Both also request a row's last line when the row does not start on one (UncoveredTail).
+// Where element `elements` of a row of E is from the row's pointer, in E::Stored units: the
+// same count for whole-byte elements, half of it for I4's two to a byte (offsets into its rows
+// are even: heads and vectors start on a byte).
+template <class E>
+constexpr ptrdiff_t StoredUnits(ptrdiff_t elements) {
+  return elements * E::kBits / (8 * static_cast<ptrdiff_t>(sizeof(typename E::Stored)));
+}
+
 template <class E>
 struct CacheRows {
   using T = typename E::Stored;
   E element;
   const T* const* rows;  // rows[r]: where row r's elements are, offset by `offset`
-  ptrdiff_t offset;      // elements added to every row pointer: a head's offset, then a column
+  ptrdiff_t offset;      // elements added to every row: a head's offset, then a column
   // NextKey and NextValue only: the K and V rows to prefetch, row for row, and the offsets of
   // their heads in them (null when this role requests none).
   const T* const* next_keys = nullptr;
@@ -97,7 +105,7 @@ struct CacheRows {
   ptrdiff_t next_key_offset = 0;
   ptrdiff_t next_value_offset = 0;
 
-  const T* Row(size_t row) const { return rows[row] + offset; }
+  const T* Row(size_t row) const { return rows[row] + StoredUnits<E>(offset); }
   template <class D>
   HWY_INLINE hn::Vec<D> Load(D d, const T* HWY_RESTRICT row, size_t i) const {
     return element.Load(d, row, i);
@@ -117,12 +125,13 @@ struct CacheRows {
   CacheRows WithoutPrefetch() const { return CacheRows{element, rows, offset}; }
   // Where row `row`'s K and V rows to prefetch start.
   static constexpr bool kPrefetches = true;
-  static constexpr size_t kElementBytes = sizeof(T);
+  // The bytes of `elements` elements of a row (prefetches walk rows by bytes).
+  static constexpr size_t Bytes(size_t elements) { return elements * E::kBits / 8; }
   const char* NextKey(size_t row) const {
-    return reinterpret_cast<const char*>(next_keys[row] + next_key_offset);
+    return reinterpret_cast<const char*>(next_keys[row] + StoredUnits<E>(next_key_offset));
   }
   const char* NextValue(size_t row) const {
-    return reinterpret_cast<const char*>(next_values[row] + next_value_offset);
+    return reinterpret_cast<const char*>(next_values[row] + StoredUnits<E>(next_value_offset));
   }
 };
 

@@ -36,7 +36,7 @@ inline void AddMask(const AttentionArgs& a, int64_t b, int64_t hkv, int64_t pos0
                     size_t r1, int64_t k0, size_t nb, float* st, size_t ldst) {
   const Tensor& mask = a.mask;
   const int64_t mb = mask.dim(0) == 1 ? 0 : b;
-  const int64_t key_step = mask.stride(3) * DTypeSize(mask.dtype);
+  const int64_t key_step = ElementBytes(mask.dtype, mask.stride(3));
   for (size_t r = r0; r < r1; ++r) {
     const int64_t pos = pos0 + static_cast<int64_t>(r) / a.group;
     const int64_t h = hkv * a.group + static_cast<int64_t>(r) % a.group;

@@ -20,6 +20,7 @@
 #include "cpu/attention_scratch-inl.h"
 #include "cpu/convert-inl.h"
 #include "cpu/online_state-inl.h"
+#include "cpu/quantized_element-inl.h"
 #include "hwy/highway.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -135,10 +136,25 @@ inline bool MarkPanelsForTile(const AttentionArgs& a, const AttentionPlan& plan,
   return any_active;
 }
 
-// The factor queries are multiplied by, so that products are base-2 scores (or tanh arguments
-// under softcap).
+// The factor queries are multiplied by, so that products with a float cache are base-2 scores
+// (or tanh arguments under softcap).
 inline float QueryScale(const AttentionArgs& a) {
   return a.softcap > 0.0f ? a.scale / a.softcap : a.scale * kLog2e;
+}
+
+// An FP8 cache's scale for kv head hkv (1 for other caches): K's joins the queries' factor,
+// V's the output's, since a per-head factor of every key or value is one of their products.
+// The E4M3 loads return value * 2^-8 (quantized_element-inl.h); the 2^8 is made up here.
+inline float KeyHeadFactor(const AttentionArgs& a, int64_t hkv) {
+  return a.k_head_scales.empty() ? 1.0f : a.k_head_scales[hkv] * kE4M3LoadFactor;
+}
+inline float ValueHeadFactor(const AttentionArgs& a, int64_t hkv) {
+  return a.v_head_scales.empty() ? 1.0f : a.v_head_scales[hkv] * kE4M3LoadFactor;
+}
+
+// QueryScale for kv head hkv's queries, whatever the cache.
+inline float QueryScaleOfHead(const AttentionArgs& a, int64_t hkv) {
+  return QueryScale(a) * KeyHeadFactor(a, hkv);
 }
 
 // Row r of kv head hkv's queries in the work item, as f32 (unscaled), into `row`.
@@ -167,6 +183,7 @@ template <class D>
 HWY_INLINE void FinishRow(D d, const AttentionArgs& a, int64_t b, int64_t pos, int64_t h,
                           RowState state, float* HWY_RESTRICT o_row, size_t dim_v_pad) {
   float o_factor = 1.0f;
+  const float value_factor = ValueHeadFactor(a, h / a.group);
   if (!a.sinks.empty() && a.sinks[h] != kNegInf) {
     const float sink = a.sinks[h] * kLog2e;
     const float m_new = std::isnan(state.m) || state.m > sink ? state.m : sink;
@@ -177,7 +194,7 @@ HWY_INLINE void FinishRow(D d, const AttentionArgs& a, int64_t b, int64_t pos, i
   if (state.l == 0.0f) {
     std::fill(o_row, o_row + dim_v_pad, 0.0f);  // a row that sees nothing: 0, never 0/0
   } else {
-    const auto inv = hn::Set(d, o_factor / state.l);
+    const auto inv = hn::Set(d, o_factor / state.l * value_factor);
     for (size_t i = 0; i < dim_v_pad; i += hn::Lanes(d)) {
       hn::StoreU(hn::Mul(hn::LoadU(d, o_row + i), inv), d, o_row + i);
     }

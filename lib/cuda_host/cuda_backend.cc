@@ -1,6 +1,7 @@
 #include "cuda_host/cuda_backend.h"
 
 #include <cstring>
+#include <utility>
 
 namespace streamattn {
 namespace {
@@ -72,8 +73,18 @@ Status CudaBackend::MergeStates(const MergeStatesArgs& args) {
   return FromPlugin(plugin_->merge_states(&c, message, sizeof(message)), message);
 }
 
+Status CudaBackend::QuantizeKV(const QuantizeKVArgs& /* args */) {
+  return Unsupported("sattn_quantize_kv on device tensors: the CUDA backend does not implement it");
+}
+
 Status CudaBackend::Attention(const AttentionArgs& a) {
   // Options the kernels do not implement are refused here by name, never approximated.
+  for (const auto& [t, name] : {std::pair<const Tensor*, const char*>{&a.k, "k"}, {&a.v, "v"}}) {
+    if (IsQuantizedDType(t->dtype)) {
+      return Unsupported("%s.dtype=%s: the CUDA backend does not read quantized caches", name,
+                         DTypeName(t->dtype));
+    }
+  }
   if (!a.alibi_slopes.empty()) {
     return Unsupported("options->alibi_slopes: the CUDA backend does not implement ALiBi");
   }

@@ -25,6 +25,7 @@ class CudaBackend final : public Backend {
   Status Softmax(const SoftmaxArgs& args) override;
   Status SoftmaxTopK(const SoftmaxTopKArgs& args) override;
   Status Attention(const AttentionArgs& args) override;
+  Status QuantizeKV(const QuantizeKVArgs& args) override;
   // Always a copy, in `storage`. It waits for the work already queued on the context's stream,
   // so a caller may fill the tensor on it.
   Status CopyToHost(const Tensor& t, const char* name, Vector<unsigned char>* storage,

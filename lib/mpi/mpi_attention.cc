@@ -107,7 +107,19 @@ Error ReadAttentionOptions(const sattn_attention_options* user, Call* call) {
                   read.byte);
     }
   }
+  if (user != nullptr && CutsAttentionOptionsField(user->struct_size)) {
+    return Fail(SATTN_ERR_INVALID_ARGUMENT,
+                "options->struct_size=%u ends inside a field: it is not the size of a version "
+                "(set it to sizeof(sattn_attention_options))",
+                user->struct_size);
+  }
   o.struct_size = sizeof(o);
+  if (o.k_scales != nullptr || o.v_scales != nullptr) {
+    return Fail(SATTN_ERR_UNSUPPORTED,
+                "options->%s: quantized caches are not supported across shards (shard f32, f16 "
+                "or bf16 caches)",
+                o.k_scales != nullptr ? "k_scales" : "v_scales");
+  }
   if (o.alibi_slopes != nullptr) {
     return Fail(SATTN_ERR_UNSUPPORTED,
                 "options->alibi_slopes is not supported across shards (ALiBi needs each key's "

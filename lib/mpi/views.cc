@@ -23,7 +23,7 @@ Error Fail(sattn_status code, const char* format, ...) {
 }
 
 int64_t ElementSize(int32_t dtype) {
-  return IsKnownDType(dtype) ? DTypeSize(static_cast<DType>(dtype)) : 0;
+  return IsKnownDType(dtype) ? DTypeBits(static_cast<DType>(dtype)) / 8 : 0;
 }
 
 int64_t NumElements(const sattn_tensor& t) {
@@ -74,7 +74,8 @@ Error CheckNoSelfOverlap(const sattn_tensor& t, const char* name) {
 Error CheckNoOverlap(const sattn_tensor& out, const char* out_name, const sattn_tensor& in,
                      const char* in_name, bool allow_identical) {
   if (allow_identical && IsSameView(out, in)) return Error();
-  if (Disjoint(ViewBytes(out, ElementSize(out.dtype)), ViewBytes(in, ElementSize(in.dtype)))) {
+  if (Disjoint(ViewBytes(out, 8 * ElementSize(out.dtype)),
+               ViewBytes(in, 8 * ElementSize(in.dtype)))) {
     return Error();
   }
   return Fail(SATTN_ERR_INVALID_ARGUMENT, "%s overlaps %s in memory%s", out_name, in_name,

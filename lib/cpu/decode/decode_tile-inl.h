@@ -40,12 +40,12 @@ namespace streamattn {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-// Kv head hkv's query rows, scaled (QueryScale), as rows of dim_pad floats, zero-padded.
+// Kv head hkv's query rows, scaled (QueryScaleOfHead), as rows of dim_pad floats, zero-padded.
 template <class D>
 HWY_INLINE void PackQueryRows(D d, const AttentionArgs& a, const AttentionPlan& plan,
                               const WorkItem& item, int64_t hkv, float* HWY_RESTRICT q,
                               float* HWY_RESTRICT row) {
-  const float scale = QueryScale(a);
+  const float scale = QueryScaleOfHead(a, hkv);
   const size_t rows = item.Rows(a);
   for (size_t r = 0; r < plan.rows_pad; ++r) {
     float* q_row = q + r * plan.dim_pad;

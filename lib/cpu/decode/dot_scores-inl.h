@@ -127,7 +127,7 @@ HWY_INLINE void DotBlock(D d, const float* HWY_RESTRICT q, size_t ldq, const KRo
     for (size_t c = 0; c < KB && prefetch; ++c) next_rows[c] = keys.NextKey(c0 + c);
     // The last line of a row off a line, which the loop's requests below miss, goes out now.
     for (size_t j = 0; j < kNextRows && prefetch; ++j) {
-      const char* tail = UncoveredTail(next_rows[j], dim_pad * KRows::kElementBytes);
+      const char* tail = UncoveredTail(next_rows[j], KRows::Bytes(dim_pad));
       if (tail != nullptr) RequestIntoL2(tail);
     }
   }
@@ -138,12 +138,11 @@ HWY_INLINE void DotBlock(D d, const float* HWY_RESTRICT q, size_t ldq, const KRo
     const V k2 = KB > 2 ? keys.Load(d, kr2, i) : z, k3 = KB > 2 ? keys.Load(d, kr3, i) : z;
     if constexpr (KRows::kPrefetches) {
       // Once per line of the rows as i walks them.
-      constexpr size_t kBytes = KRows::kElementBytes;
-      if (prefetch && (i * kBytes) % 64 < hn::Lanes(d) * kBytes) {
+      if (prefetch && KRows::Bytes(i) % 64 < KRows::Bytes(hn::Lanes(d))) {
         // Read from memory each time: kept in registers, the four pointers pushed the
         // loop's others (K and Q rows) into vector registers, a move each on an FMA port.
         const char* const volatile* rows = next_rows;
-        for (size_t j = 0; j < kNextRows; ++j) RequestIntoL2(rows[j] + i * kBytes);
+        for (size_t j = 0; j < kNextRows; ++j) RequestIntoL2(rows[j] + KRows::Bytes(i));
       }
     }
     SATTN_DOT_FMA(0) SATTN_DOT_FMA(1) SATTN_DOT_FMA(2) SATTN_DOT_FMA(3)

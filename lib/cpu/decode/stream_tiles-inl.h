@@ -62,12 +62,12 @@ struct NextStepWalk {
   size_t key = 0, head = 0;
   // Row pointers for head h's requests; tile_rows from this step's tile start, next_step the
   // index of the next step's first key in it, head_stride the tensor's stride(2).
-  template <typename T>
+  template <class E, typename T = typename E::Stored>
   void Rows(const T* const* tile_rows, size_t next_step, size_t heads, int64_t head_stride,
             const T** out) const {
     size_t k = key, hh = head;
     for (size_t i = 0; i < kStreamStepKeys; ++i) {
-      out[i] = tile_rows[next_step + k] + static_cast<ptrdiff_t>(hh) * head_stride;
+      out[i] = tile_rows[next_step + k] + StoredUnits<E>(static_cast<ptrdiff_t>(hh) * head_stride);
       if (++hh == heads) hh = 0, ++k;
     }
   }
@@ -129,7 +129,7 @@ HWY_NOINLINE void StreamStep(D d, const E& k_element, const E& v_element, const 
     const HeadScratch head = s.Head(static_cast<int64_t>(h));
     const T* next[kStreamStepKeys];
     if (score) {
-      walk.Rows(k_rows, j + kStreamStepKeys, heads, k_stride, next);
+      walk.Rows<E>(k_rows, j + kStreamStepKeys, heads, k_stride, next);
       const CacheRows<E> keys{k_element, k_rows + j, static_cast<ptrdiff_t>(h) * k_stride,
                               next,      nullptr,    0};
       float* st = score_tiles + h * plan.packed_st_stride;
@@ -147,7 +147,7 @@ HWY_NOINLINE void StreamStep(D d, const E& k_element, const E& v_element, const 
       if (last_step) SoftmaxPackedHead(d, a, rows, kpt, head, st, alpha + h * R);
     }
     if (multiply) {
-      walk.Rows(v_rows, j + kStreamStepKeys, heads, v_stride, next);
+      walk.Rows<E>(v_rows, j + kStreamStepKeys, heads, v_stride, next);
       const CacheRows<E> values{
           v_element, v_rows + j, static_cast<ptrdiff_t>(h) * v_stride, nullptr, next, 0, 0};
       const float* p = p_tiles + h * plan.packed_st_stride + j * rows;

@@ -34,13 +34,13 @@ namespace hn = hwy::HWY_NAMESPACE;
 
 struct F32FmaTiles {
   static constexpr const char* kName = "f32-fma";
-  // Kv head hkv's query rows, scaled (QueryScale), as Q^T panels: panel p's element i of its
+  // Kv head hkv's query rows, scaled (QueryScaleOfHead), as Q^T panels: panel p's element i of its
   // panel_rows rows at q + p * dim * panel_rows + i * panel_rows. Padding rows are zero.
   template <class D>
   static void PackQueries(D d, const AttentionArgs& a, const AttentionPlan& plan,
                           const WorkItem& item, int64_t hkv, float* HWY_RESTRICT q,
                           float* HWY_RESTRICT row) {
-    const float scale = QueryScale(a);
+    const float scale = QueryScaleOfHead(a, hkv);
     const size_t rows = item.Rows(a), step = plan.panel_rows;
     for (size_t r = 0; r < plan.rows_pad; ++r) {
       float* column = q + (r / step) * plan.dim * step + r % step;

@@ -1,0 +1,207 @@
+// The quantized cache elements (their bytes: the header and core/quantized.h), read as f32 the
+// way the float elements of convert-inl.h are, so that every kernel reads them through the same
+// Load / LoadOne:
+//  - E4M3Element (FP8): the byte is moved into the bits of a binary16 (the same exponent field,
+//    3 of its 10 mantissa bits) and widened by the f16 conversion instruction, which gives the
+//    E4M3 value times 2^-8 exactly (subnormals included); the 2^8 joins the per-head scale the
+//    driver folds into the queries and the output (KeyHeadFactor, work_item-inl.h), so no lane
+//    is multiplied. NaN (S.1111.111) is mapped to a binary16 NaN first.
+//  - I8Element, I4Element (group scales): values widened to i32 and converted, times the scale
+//    of their group. In place (decoding's CacheRows) a value's scale is found from its address
+//    (GroupScales::addressable: the scales' strides are the cache's over G, G a power of two),
+//    one shift per vector; converted rows (ConvertKeyRows) take their row's scales explicitly,
+//    any layout and group size.
+// Cost per vector of f32 lanes beyond the f16 element's one conversion: E4M3 about 5 integer
+// operations; I8 a conversion, a multiply and the scale's broadcast; I4 a few byte operations
+// more to split and interleave the nibbles of half as many bytes.
+#if defined(STREAMATTN_CPU_QUANTIZED_ELEMENT_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef STREAMATTN_CPU_QUANTIZED_ELEMENT_INL_H_
+#undef STREAMATTN_CPU_QUANTIZED_ELEMENT_INL_H_
+#else
+#define STREAMATTN_CPU_QUANTIZED_ELEMENT_INL_H_
+#endif
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+
+#include "core/attention_args.h"
+#include "core/quantized.h"
+#include "cpu/convert-inl.h"
+#include "hwy/highway.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace streamattn {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+// What E4M3Element's loads are short of the E4M3 value by (they return value * 2^-8).
+constexpr float kE4M3LoadFactor = 256.0f;
+
+struct E4M3Element {
+  using Stored = uint8_t;
+  static constexpr int kBits = 8;
+  static constexpr bool kGroupScales = false;
+
+  template <class D>
+  HWY_INLINE hn::Vec<D> Load(D d, const Stored* HWY_RESTRICT row, size_t i) const {
+    const hn::Rebind<uint8_t, D> d8;
+    const hn::Rebind<uint16_t, D> d16;
+    const auto b = hn::PromoteTo(d16, hn::LoadU(d8, row + i));
+    const auto magnitude = hn::And(b, hn::Set(d16, 0x7F));
+    auto half =
+        hn::Or(hn::ShiftLeft<8>(hn::And(b, hn::Set(d16, 0x80))), hn::ShiftLeft<7>(magnitude));
+    half = hn::IfThenElse(hn::Eq(magnitude, hn::Set(d16, 0x7F)), hn::Set(d16, 0x7E00), half);
+    if constexpr (kNativeF16) {
+      return hn::PromoteTo(d, hn::BitCast(hn::Rebind<hwy::float16_t, D>(), half));
+    } else {
+      return F16LanesToF32(d, hn::PromoteTo(hn::RebindToUnsigned<D>(), half));
+    }
+  }
+  HWY_INLINE float LoadOne(const Stored* row, int64_t i) const {
+    return E4M3ToF32(row[i]) * (1.0f / kE4M3LoadFactor);
+  }
+};
+
+// A group scale of type S (float or binary16) as a vector of f32.
+template <class D, typename S>
+HWY_INLINE hn::Vec<D> BroadcastScale(D d, const S* HWY_RESTRICT scale) {
+  if constexpr (std::is_same_v<S, float>) {
+    return hn::Set(d, *scale);
+  } else {
+    uint16_t bits;
+    std::memcpy(&bits, scale, 2);
+    if constexpr (kNativeF16) {
+      const hn::Rebind<uint16_t, D> d16;
+      return hn::PromoteTo(d, hn::BitCast(hn::Rebind<hwy::float16_t, D>(), hn::Set(d16, bits)));
+    } else {
+      return hn::Set(d, F16ToF32(bits));
+    }
+  }
+}
+
+template <typename S>
+HWY_INLINE float ScaleAsFloat(const S* scale) {
+  if constexpr (std::is_same_v<S, float>) {
+    return *scale;
+  } else {
+    uint16_t bits;
+    std::memcpy(&bits, scale, 2);
+    return F16ToF32(bits);
+  }
+}
+
+// What I8Element and I4Element share: where a value's scale is. In place, from the value's
+// element offset in the cache (`values`, `scales`: the tensors' data; `log2_group`); for a
+// converted row, the row's own scales `scale_stride` apart, `group` values to a scale.
+template <typename S>
+struct GroupScaleLookup {
+  const uint8_t* values = nullptr;
+  const S* scales = nullptr;
+  int log2_group = 0;
+
+  // The scale of the value at element offset e of the cache.
+  const S* At(int64_t e) const { return scales + (e >> log2_group); }
+};
+
+// Int8 values times their group's scale S.
+template <typename S>
+struct I8Element {
+  using Stored = int8_t;
+  using Scale = S;
+  static constexpr int kBits = 8;
+  static constexpr bool kGroupScales = true;
+  GroupScaleLookup<S> lookup;
+
+  template <class D>
+  HWY_INLINE hn::Vec<D> Load(D d, const Stored* HWY_RESTRICT row, size_t i) const {
+    const int64_t e =
+        reinterpret_cast<const uint8_t*>(row) - lookup.values + static_cast<int64_t>(i);
+    return hn::Mul(LoadInts(d, row, i), BroadcastScale(d, lookup.At(e)));
+  }
+  HWY_INLINE float LoadOne(const Stored* row, int64_t i) const {
+    const int64_t e = reinterpret_cast<const uint8_t*>(row) - lookup.values + i;
+    return static_cast<float>(row[i]) * ScaleAsFloat(lookup.At(e));
+  }
+  // Values i.. i + Lanes(d) - 1 of a row, as f32, unscaled.
+  template <class D>
+  static HWY_INLINE hn::Vec<D> LoadInts(D d, const Stored* HWY_RESTRICT row, size_t i) {
+    return hn::ConvertTo(
+        d, hn::PromoteTo(hn::RebindToSigned<D>(), hn::LoadU(hn::Rebind<int8_t, D>(), row + i)));
+  }
+  static HWY_INLINE float IntAt(const Stored* row, int64_t i) { return static_cast<float>(row[i]); }
+};
+
+// Int4 values, two to a byte (element 2j in byte j's low half), times their group's scale S.
+// A row pointer is the byte of an even element; i counts elements.
+template <typename S>
+struct I4Element {
+  using Stored = uint8_t;
+  using Scale = S;
+  static constexpr int kBits = 4;
+  static constexpr bool kGroupScales = true;
+  GroupScaleLookup<S> lookup;
+
+  template <class D>
+  HWY_INLINE hn::Vec<D> Load(D d, const Stored* HWY_RESTRICT row, size_t i) const {
+    const int64_t e = 2 * (row - lookup.values) + static_cast<int64_t>(i);
+    return hn::Mul(LoadInts(d, row, i), BroadcastScale(d, lookup.At(e)));
+  }
+  HWY_INLINE float LoadOne(const Stored* row, int64_t i) const {
+    const int64_t e = 2 * (row - lookup.values) + i;
+    return IntAt(row, i) * ScaleAsFloat(lookup.At(e));
+  }
+  // Values i.. i + Lanes(d) - 1 of a row, as f32, unscaled: the Lanes(d) / 2 bytes' low and
+  // high halves split, interleaved back into element order, sign-extended (i is even but on
+  // SCALAR, whose one lane takes either half).
+  template <class D>
+  static HWY_INLINE hn::Vec<D> LoadInts(D d, const Stored* HWY_RESTRICT row, size_t i) {
+#if HWY_TARGET == HWY_SCALAR
+    return hn::Set(d, IntAt(row, static_cast<int64_t>(i)));
+#else
+    const Stored* p = row + i / 2;
+    const hn::Rebind<uint8_t, D> d8;
+    const hn::Half<decltype(d8)> dh;
+    const auto bytes = hn::ZeroExtendVector(d8, hn::LoadU(dh, p));
+    const auto low = hn::And(bytes, hn::Set(d8, 0x0F));
+    const auto high = hn::ShiftRight<4>(bytes);
+    const auto nibbles = hn::InterleaveLower(d8, low, high);
+    // (x ^ 8) - 8: the 4-bit two's complement of x, as a byte.
+    const auto q = hn::Sub(hn::Xor(nibbles, hn::Set(d8, 8)), hn::Set(d8, 8));
+    return hn::ConvertTo(
+        d, hn::PromoteTo(hn::RebindToSigned<D>(), hn::BitCast(hn::Rebind<int8_t, D>(), q)));
+#endif
+  }
+  static HWY_INLINE float IntAt(const Stored* row, int64_t i) {
+    return static_cast<float>(I4At(row, i));
+  }
+};
+
+// dst[i] = value i of a row of a group-scaled element E (I8Element, I4Element), for i < n, with
+// the row's scales at `scales` (`scale_stride` elements apart, `group` values to each): a
+// vector at a time where a group holds whole vectors, else one value at a time.
+template <class E, class D>
+HWY_INLINE void ConvertScaledRow(D d, const typename E::Stored* HWY_RESTRICT row,
+                                 const typename E::Scale* scales, int64_t scale_stride,
+                                 int64_t group, size_t n, float* HWY_RESTRICT dst) {
+  const size_t N = hn::Lanes(d), g = static_cast<size_t>(group);
+  for (size_t start = 0; start < n; start += g) {
+    const typename E::Scale* scale = scales + static_cast<int64_t>(start / g) * scale_stride;
+    size_t i = start;
+    if (g % N == 0) {
+      const auto s = BroadcastScale(d, scale);
+      for (; i < start + g; i += N) {
+        hn::StoreU(hn::Mul(E::LoadInts(d, row, i), s), d, dst + i);
+      }
+    }
+    const float s = ScaleAsFloat(scale);
+    for (; i < start + g; ++i) dst[i] = E::IntAt(row, static_cast<int64_t>(i)) * s;
+  }
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace streamattn
+HWY_AFTER_NAMESPACE();
+
+#endif  // STREAMATTN_CPU_QUANTIZED_ELEMENT_INL_H_
