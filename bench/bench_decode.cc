@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "bench_common.h"
+#include "core/dtype.h"
 #include "hwy/aligned_allocator.h"
 #include "machine_limits.h"
 #include "timing.h"
@@ -23,27 +24,58 @@ namespace {
 
 struct DecodeShape {
   int64_t batch, heads_q, heads_kv, head_dim, cache;
-  sattn_dtype kv_dtype;
-  int64_t page_size;  // 0: contiguous
+  sattn_dtype kv_dtype;  // f32, f16, bf16, or a quantized format (i8, fp8_e4m3, i4)
+  int64_t page_size;     // 0: contiguous
+  int64_t group = 0;     // i8, i4: channels per f16 scale (0: one scale a row)
 
+  bool Quantized() const {
+    return kv_dtype == SATTN_DTYPE_I8 || kv_dtype == SATTN_DTYPE_FP8_E4M3 ||
+           kv_dtype == SATTN_DTYPE_I4;
+  }
+  int64_t Group() const { return group > 0 ? group : head_dim; }
+  bool GroupScaled() const { return Quantized() && kv_dtype != SATTN_DTYPE_FP8_E4M3; }
   std::string Name() const {
-    const char* dtype = kv_dtype == SATTN_DTYPE_F32   ? "f32"
-                        : kv_dtype == SATTN_DTYPE_F16 ? "f16"
-                                                      : "bf16";
+    char format[32];
+    std::snprintf(format, sizeof(format), "%s", DTypeName(kv_dtype));
+    if (GroupScaled())
+      std::snprintf(format, sizeof(format), "%s g%" PRId64, DTypeName(kv_dtype), Group());
     char buffer[128];
     std::snprintf(buffer, sizeof(buffer),
                   "b%" PRId64 " h%" PRId64 "/%" PRId64 " d%" PRId64 " c%" PRId64 " %s%s", batch,
-                  heads_q, heads_kv, head_dim, cache, dtype, page_size ? " paged16" : "");
+                  heads_q, heads_kv, head_dim, cache, format, page_size ? " paged16" : "");
     return buffer;
   }
-  int64_t ElementSize() const { return kv_dtype == SATTN_DTYPE_F32 ? 4 : 2; }
-  int64_t KvBytes() const { return 2 * batch * cache * heads_kv * head_dim * ElementSize(); }
-  int64_t PageBytes() const { return page_size * heads_kv * head_dim * ElementSize(); }  // K or V
+  // Bits of a K or V element (values only) and bytes of one K or V tensor's values.
+  int64_t ElementBits() const {
+    switch (kv_dtype) {
+      case SATTN_DTYPE_F32:
+        return 32;
+      case SATTN_DTYPE_I8:
+      case SATTN_DTYPE_FP8_E4M3:
+        return 8;
+      case SATTN_DTYPE_I4:
+        return 4;
+      default:
+        return 16;
+    }
+  }
+  int64_t ValueBytes() const { return batch * cache * heads_kv * head_dim * ElementBits() / 8; }
+  // Bytes of one tensor's f16 group scales (0 without).
+  int64_t ScaleBytes() const {
+    return GroupScaled() ? batch * cache * heads_kv * (head_dim / Group()) * 2 : 0;
+  }
+  // What a step reads: K and V, values and scales.
+  int64_t KvBytes() const { return 2 * (ValueBytes() + ScaleBytes()); }
+  int64_t PageBytes() const { return page_size * heads_kv * head_dim * ElementBits() / 8; }
   // Flops per byte of K and V: each key of a kv head (2 x head_dim elements) meets its
   // heads_q / heads_kv query rows in a dot product and in P.V, an FMA (2 flops) per element
-  // and row. f16 h32/8: 4 flops per byte; f16 h8/8: 1.
+  // and row. f16 h32/8: 4 flops per byte; f16 h8/8: 1; i8 twice, i4 four times as many.
   double FlopsPerByte() const {
-    return 2.0 * static_cast<double>(heads_q / heads_kv) / static_cast<double>(ElementSize());
+    return 2.0 * static_cast<double>(heads_q / heads_kv) * 8.0 / static_cast<double>(ElementBits());
+  }
+  // The same shape with an f16 cache, which quantized rows are timed against.
+  DecodeShape F16Twin() const {
+    return DecodeShape{batch, heads_q, heads_kv, head_dim, cache, SATTN_DTYPE_F16, page_size};
   }
 };
 
@@ -52,8 +84,22 @@ std::vector<DecodeShape> Shapes(bool quick) {
   if (quick) {
     shapes.push_back({1, 32, 8, 128, 4096, SATTN_DTYPE_F16, 0});
     shapes.push_back({1, 32, 8, 128, 4096, SATTN_DTYPE_F16, 16});
+    shapes.push_back({1, 32, 8, 128, 4096, SATTN_DTYPE_I8, 0, 32});
     return shapes;
   }
+  // Quantized caches first (the shapes their targets name), each beside its f16 twin.
+  for (int64_t cache : {32768, 131072})
+    for (int64_t batch : {1, 8})
+      for (auto [hq, hkv] : {std::pair<int64_t, int64_t>{8, 8}, {32, 8}})
+        for (auto [format, group] : {std::pair<sattn_dtype, int64_t>{SATTN_DTYPE_I8, 32},
+                                     {SATTN_DTYPE_I8, 0},
+                                     {SATTN_DTYPE_FP8_E4M3, 0},
+                                     {SATTN_DTYPE_I4, 32}})
+          for (int64_t page : {0, 16}) {
+            if (page > 0 && (cache != 32768 || batch != 1)) continue;
+            const DecodeShape s{batch, hq, hkv, 128, cache, format, page, group};
+            if (s.F16Twin().KvBytes() <= (int64_t{3} << 30)) shapes.push_back(s);
+          }
   for (int64_t cache : {32768, 4096, 131072})
     for (int64_t batch : {1, 8})
       for (auto [hq, hkv] : {std::pair<int64_t, int64_t>{32, 8}, {8, 8}})
@@ -70,10 +116,15 @@ std::vector<DecodeShape> Shapes(bool quick) {
 // cache also has contiguous views of the same bytes (the keys in page order), so paged and
 // contiguous decoding can be timed side by side on the same memory.
 struct Cache {
-  // f32 takes two slots per element. 64-byte aligned, as a runtime's cache is (PyTorch's CPU
-  // allocator, for one); a std::vector's large block starts 16 bytes past a page, which until
-  // the kernel learnt to prefetch the last line of such rows cost head_dim 64 decoding 25-40%.
+  // f32 takes two slots per element, 8-bit formats half a slot, i4 a quarter. 64-byte aligned, as a
+  // runtime's cache is (PyTorch's CPU allocator, for one); a std::vector's large block starts 16
+  // bytes past a page, which until the kernel learnt to prefetch the last line of such rows cost
+  // head_dim 64 decoding 25-40%.
   hwy::AlignedFreeUniquePtr<uint16_t[]> k, v;
+  // Quantized: f16 group scales laid out like the cache (i8, i4), or f32 per kv head (fp8).
+  hwy::AlignedFreeUniquePtr<uint16_t[]> k_scales, v_scales;
+  std::vector<float> head_scales;
+  sattn_tensor k_scales_view{}, v_scales_view{};
   std::vector<int32_t> block_table;
   // Paged: the identity table, pages in address order (the bytes and order of contiguous).
   std::vector<int32_t> in_order_table;
@@ -86,12 +137,13 @@ struct Cache {
   std::vector<const void*> chunks;
 };
 
-// A multiple of 64 that divides every shape's K bytes (cache >= 4096 keys of >= 16 bytes).
+// A multiple of 64 that divides every shape's K bytes and its scales' (cache >= 4096 keys of
+// >= 16 bytes; at least 8 kv heads of f16 scales).
 constexpr int64_t kChunkBytes = int64_t{64} << 10;
 
 Cache MakeCache(const DecodeShape& s, std::mt19937& rng) {
   Cache c;
-  const int64_t n = s.batch * s.cache * s.heads_kv * s.head_dim * s.ElementSize() / 2;
+  const int64_t n = s.ValueBytes() / 2;
   c.k = hwy::AllocateAligned<uint16_t>(static_cast<size_t>(n));
   c.v = hwy::AllocateAligned<uint16_t>(static_cast<size_t>(n));
   if (!c.k || !c.v) {
@@ -99,10 +151,27 @@ Cache MakeCache(const DecodeShape& s, std::mt19937& rng) {
     std::exit(1);
   }
   for (int64_t i = 0; i < n; ++i) {
-    // Small finite values in every dtype: a random mantissa under a fixed exponent.
+    // Small finite values in every dtype: a random mantissa under a fixed exponent (for the
+    // 8-bit formats two bytes of it, finite E4M3 codes and any integers alike).
     const uint16_t bits = static_cast<uint16_t>(0x3000 | (rng() & 0x3FF));
     c.k[i] = bits;
     c.v[i] = static_cast<uint16_t>(bits ^ 0x8000);
+  }
+  if (s.GroupScaled()) {
+    const int64_t scales = s.ScaleBytes() / 2;
+    c.k_scales = hwy::AllocateAligned<uint16_t>(static_cast<size_t>(scales));
+    c.v_scales = hwy::AllocateAligned<uint16_t>(static_cast<size_t>(scales));
+    for (int64_t i = 0; i < scales; ++i) c.k_scales[i] = c.v_scales[i] = 0x1C00 | (rng() & 0xFF);
+    const int64_t groups = s.head_dim / s.Group();
+    const int64_t shape[4] = {s.page_size ? s.batch * s.cache / s.page_size : s.batch,
+                              s.page_size ? s.page_size : s.cache, s.heads_kv, groups};
+    c.k_scales_view = sattn_tensor_contiguous(c.k_scales.get(), SATTN_DTYPE_F16, 4, shape);
+    c.v_scales_view = sattn_tensor_contiguous(c.v_scales.get(), SATTN_DTYPE_F16, 4, shape);
+  } else if (s.Quantized()) {
+    c.head_scales.assign(static_cast<size_t>(s.heads_kv), 0.01f);
+    const int64_t shape[1] = {s.heads_kv};
+    c.k_scales_view = sattn_tensor_contiguous(c.head_scales.data(), SATTN_DTYPE_F32, 1, shape);
+    c.v_scales_view = c.k_scales_view;
   }
   if (s.page_size > 0) {
     const int64_t pages = s.batch * s.cache / s.page_size;
@@ -127,9 +196,11 @@ Cache MakeCache(const DecodeShape& s, std::mt19937& rng) {
       add_page(c.address_order_pages, i);
     }
   }
-  for (const uint16_t* tensor : {c.k.get(), c.v.get()}) {
+  for (const uint16_t* tensor : {c.k.get(), c.v.get(), c.k_scales.get(), c.v_scales.get()}) {
     const char* bytes = reinterpret_cast<const char*>(tensor);
-    for (int64_t at = 0; at < s.KvBytes() / 2; at += kChunkBytes) c.chunks.push_back(bytes + at);
+    const int64_t size =
+        tensor == c.k.get() || tensor == c.v.get() ? s.ValueBytes() : s.ScaleBytes();
+    for (int64_t at = 0; at < size; at += kChunkBytes) c.chunks.push_back(bytes + at);
   }
   const int64_t shape[4] = {s.batch, s.cache, s.heads_kv, s.head_dim};
   c.contiguous_k_view = sattn_tensor_contiguous(c.k.get(), s.kv_dtype, 4, shape);
@@ -141,10 +212,18 @@ Cache MakeCache(const DecodeShape& s, std::mt19937& rng) {
 Row MeasureShape(sattn_context* ctx, int threads, const DecodeShape& s, const BenchOptions& options,
                  double* gbps_out) {
   std::mt19937 rng(11);
-  const int64_t copies =
-      std::max<int64_t>(2, std::min<int64_t>(64, (int64_t{1} << 30) / s.KvBytes() + 1));
+  auto copies_of = [](const DecodeShape& shape) {
+    return std::max<int64_t>(2, std::min<int64_t>(64, (int64_t{1} << 30) / shape.KvBytes() + 1));
+  };
+  const int64_t copies = copies_of(s);
   std::vector<Cache> caches;
   for (int64_t i = 0; i < copies; ++i) caches.push_back(MakeCache(s, rng));
+  // A quantized row is timed against the same shape's f16 cache, in alternation.
+  const DecodeShape twin = s.F16Twin();
+  std::vector<Cache> twin_caches;
+  for (int64_t i = 0; i < (s.Quantized() ? copies_of(twin) : 0); ++i) {
+    twin_caches.push_back(MakeCache(twin, rng));
+  }
   std::vector<float> q(s.batch * s.heads_q * s.head_dim, 0.1f), out(q.size());
   const int64_t q_shape[4] = {s.batch, 1, s.heads_q, s.head_dim};
   const sattn_tensor q_view = sattn_tensor_contiguous(q.data(), SATTN_DTYPE_F32, 4, q_shape);
@@ -152,12 +231,16 @@ Row MeasureShape(sattn_context* ctx, int threads, const DecodeShape& s, const Be
   int64_t next = 0;
   // One decoding step on the next copy of the cache, paged (as the shape says; through the
   // identity table when in_order) or through the copy's contiguous views.
-  auto step = [&](bool paged, bool in_order = false) {
-    Cache& c = caches[next++ % copies];
+  auto step = [&](bool paged, bool in_order = false, bool f16_twin = false) {
+    Cache& c = f16_twin ? twin_caches[next++ % twin_caches.size()] : caches[next++ % copies];
     sattn_attention_options attention{};
     attention.struct_size = sizeof(attention);
     attention.causal = 1;
     attention.block_table = !paged ? nullptr : in_order ? &c.in_order_table_view : &c.table_view;
+    if (s.Quantized() && !f16_twin) {
+      attention.k_scales = &c.k_scales_view;
+      attention.v_scales = &c.v_scales_view;
+    }
     const sattn_tensor* k = paged ? &c.k_view : &c.contiguous_k_view;
     const sattn_tensor* v = paged ? &c.v_view : &c.contiguous_v_view;
     CheckOk(sattn_attention(ctx, &q_view, k, v, &out_view, nullptr, &attention), "sattn_attention");
@@ -179,13 +262,24 @@ Row MeasureShape(sattn_context* ctx, int threads, const DecodeShape& s, const Be
       .Set("seq_k", s.cache)
       .Set("causal", true)
       .Set("q_dtype", "f32")
-      .Set("kv_dtype", s.kv_dtype == SATTN_DTYPE_F32   ? "f32"
-                       : s.kv_dtype == SATTN_DTYPE_F16 ? "f16"
-                                                       : "bf16")
+      .Set("kv_dtype", DTypeName(s.kv_dtype))
       .Set("paged", s.page_size > 0)
       .Set("page_size", s.page_size)
       .Set("threads", threads);
-  if (paged) {
+  if (s.GroupScaled()) row.Set("kv_group", s.Group());
+  if (s.Quantized()) {
+    // Quantized caches are for reading fewer bytes: how much faster than the f16 cache of the
+    // same shape, timed call for call (above 1: faster).
+    const double speedup = MedianTimeRatio(
+        2 * options.repeats + 1, [&] { step(paged, false, true); }, [&] { step(paged); });
+    row.Set("speedup_vs_f16", speedup).Set("scale_bytes", 2 * s.ScaleBytes());
+    std::fprintf(stderr, "decode %s: %.3fx the f16 cache's speed, timed alternately\n",
+                 s.Name().c_str(), speedup);
+  }
+  if (paged && s.Quantized()) {
+    // Paged quantized rows: the speed-up over f16 is their claim; the paged fields below are
+    // the f16 rows'.
+  } else if (paged) {
     // The target compares paged with contiguous decoding. Timed apart, minutes apart, the two
     // rows differ by the machine's drift as much as by the paging; timed in alternation on the
     // same memory, they differ by the paging alone. Above 1: paged is faster.
