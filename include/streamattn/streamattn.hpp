@@ -70,6 +70,15 @@ struct Float16 {
 struct BFloat16 {
   uint16_t bits;
 };
+// Quantized KV-cache storage (streamattn.h, sattn_dtype, has their bytes): an FP8 E4M3 byte, and
+// a byte of two I4 elements. A view of Int4x2 counts its shape and strides in elements, two to
+// a byte. int8_t views are I8.
+struct Float8E4M3 {
+  uint8_t bits;
+};
+struct Int4x2 {
+  uint8_t bits;
+};
 
 template <typename T>
 struct DTypeOf;
@@ -88,6 +97,18 @@ struct DTypeOf<BFloat16> {
 template <>
 struct DTypeOf<int32_t> {
   static constexpr sattn_dtype value = SATTN_DTYPE_I32;
+};
+template <>
+struct DTypeOf<int8_t> {
+  static constexpr sattn_dtype value = SATTN_DTYPE_I8;
+};
+template <>
+struct DTypeOf<Float8E4M3> {
+  static constexpr sattn_dtype value = SATTN_DTYPE_FP8_E4M3;
+};
+template <>
+struct DTypeOf<Int4x2> {
+  static constexpr sattn_dtype value = SATTN_DTYPE_I4;
 };
 
 // A view of host memory: pointer, dtype, shape and strides in elements (row-major when not
@@ -217,6 +238,9 @@ class AttentionOptions {
   AttentionOptions& set_block_table(const Tensor& block_table) {
     return Keep(block_table_, block_table);
   }
+  // The scales of a quantized k and v (sattn_attention_options.k_scales, v_scales).
+  AttentionOptions& set_k_scales(const Tensor& scales) { return Keep(k_scales_, scales); }
+  AttentionOptions& set_v_scales(const Tensor& scales) { return Keep(v_scales_, scales); }
 
   // The C struct, pointing into this object (valid while it lives and is not modified).
   sattn_attention_options c_options() const {
@@ -227,6 +251,8 @@ class AttentionOptions {
     c.sinks = Pointer(sinks_);
     c.seqused_k = Pointer(seqused_k_);
     c.block_table = Pointer(block_table_);
+    c.k_scales = Pointer(k_scales_);
+    c.v_scales = Pointer(v_scales_);
     return c;
   }
 
@@ -240,7 +266,31 @@ class AttentionOptions {
   }
 
   sattn_attention_options options_{};
-  std::optional<Tensor> alibi_slopes_, mask_, sinks_, seqused_k_, block_table_;
+  std::optional<Tensor> alibi_slopes_, mask_, sinks_, seqused_k_, block_table_, k_scales_,
+      v_scales_;
+};
+
+// Where sattn_quantize_kv writes new rows: at per-sequence positions, through a block table.
+class QuantizeKVOptions {
+ public:
+  QuantizeKVOptions& set_positions(const Tensor& positions) {
+    positions_ = positions;
+    return *this;
+  }
+  QuantizeKVOptions& set_block_table(const Tensor& block_table) {
+    block_table_ = block_table;
+    return *this;
+  }
+  sattn_quantize_kv_options c_options() const {
+    sattn_quantize_kv_options c{};
+    c.struct_size = sizeof(c);
+    c.positions = positions_ ? &positions_->c_tensor() : nullptr;
+    c.block_table = block_table_ ? &block_table_->c_tensor() : nullptr;
+    return c;
+  }
+
+ private:
+  std::optional<Tensor> positions_, block_table_;
 };
 
 // Owns a sattn_context: thread arena, scratch and backend choice. Use one from one thread at a
@@ -287,6 +337,15 @@ class Context {
   void Attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
                  const Tensor& lse, const AttentionOptions& options = AttentionOptions()) {
     Attention(q, k, v, out, &lse, options);
+  }
+
+  // Quantizes new K or V rows `src` into a quantized cache's values and scales (I8, I4: written;
+  // FP8: read); see sattn_quantize_kv.
+  void QuantizeKV(const Tensor& src, const Tensor& values, const Tensor& scales,
+                  const QuantizeKVOptions& options = QuantizeKVOptions()) {
+    const sattn_quantize_kv_options c = options.c_options();
+    ThrowIfFailed(
+        sattn_quantize_kv(ctx_.get(), &src.c_tensor(), &values.c_tensor(), &scales.c_tensor(), &c));
   }
 
   // Merges partial results (o_i, lse_i) over disjoint key sets into out (and lse_out).
