@@ -1,6 +1,6 @@
-"""The examples run as tests: the README's quick start, and all-MiniLM-L6-v2 with every
-attention layer computed by streamattn (attn_implementation="streamattn") against the same model
-with eager attention."""
+"""The examples run as tests: the README's quick starts (numpy, torch), and all-MiniLM-L6-v2
+with every attention layer computed by streamattn (attn_implementation="streamattn") against the
+same model with eager attention."""
 
 import pathlib
 import subprocess
@@ -16,6 +16,15 @@ def test_quickstart():
                        text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert "invalid argument: k.shape[3]=32 must equal q.shape[3]=64" in r.stdout
+
+
+def test_torch_quickstart():
+    for name in ("torch", "transformers"):
+        optional_import(name)
+    r = subprocess.run([sys.executable, str(EXAMPLES / "torch_quickstart.py")],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr  # the example asserts its own difference from torch's
+    assert "vs torch's float32 SDPA: max |difference|" in r.stdout
 
 
 def test_minilm_embeddings_match_the_model_with_streamattn_attention():

@@ -187,12 +187,7 @@ def test_paged_cache_with_a_block_table():
     b, pages, page, hkv, d = 2, 4, 8, 2, 32
     q, k, v = randn(b, 3, 4, d), randn(b, pages * page, hkv, d), randn(b, pages * page, hkv, d)
     table = torch.randperm(b * pages, generator=torch.Generator().manual_seed(3)).view(b, pages)
-    k_pages = torch.full((b * pages, page, hkv, d), math.nan)
-    v_pages = k_pages.clone()
-    for bi in range(b):
-        for p in range(pages):
-            k_pages[table[bi, p]] = k[bi, p * page:(p + 1) * page]
-            v_pages[table[bi, p]] = v[bi, p * page:(p + 1) * page]
+    k_pages, v_pages = (torch.from_numpy(x) for x in reference.paged(k, v, table, page))
     seqused = [29, 17]
     out = sat.attention(q, k_pages, v_pages, block_table=table, seqused_k=seqused, causal=True)
     want, _ = reference.attention(q.numpy(), k.numpy(), v.numpy(), seqused_k=seqused, causal=True)

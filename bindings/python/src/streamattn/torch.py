@@ -22,8 +22,12 @@ import math
 
 import torch
 
-from . import _torch_ops as _ops
-from ._torch_transformers import register_transformers, transformers_attention
+if not hasattr(torch.library, "custom_op"):
+    raise ImportError("streamattn.torch needs torch 2.4 or newer (torch.library.custom_op); "
+                      "this is torch %s" % torch.__version__)
+
+from . import _torch_ops as _ops  # noqa: E402  (after the version check)
+from ._torch_transformers import register_transformers, transformers_attention  # noqa: E402
 
 __all__ = ["attention", "merge_states", "softmax", "log_softmax", "softmax_topk",
            "scaled_dot_product_attention", "register_transformers", "transformers_attention"]
