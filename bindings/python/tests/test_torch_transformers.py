@@ -1,7 +1,8 @@
 """streamattn as a transformers attention implementation (register_transformers) on small
 randomly initialised decoders, against the same models with eager attention: a left-padded
 batch and two decoding steps with the cache, through grouped-query attention, sliding windows,
-softcapping (Gemma 2) and attention sinks (gpt-oss). all-MiniLM-L6-v2, a real encoder with
+softcapping (Gemma 2) and attention sinks (gpt-oss); T5's position bias with padding and
+cross-attention. all-MiniLM-L6-v2, a real encoder with
 padding, is tested with its example (test_examples.py)."""
 
 import pytest
@@ -80,6 +81,32 @@ def test_decoder_matches_eager_attention(name, counted):
         scale = w_logits.abs().max().item()
         assert scale > 1  # large enough that the tolerance below is not loose
         torch.testing.assert_close(g_logits, w_logits, rtol=0, atol=1e-5 * scale)
+
+
+def test_t5_position_bias_and_cross_attention_match_eager(counted):
+    implementation, calls = counted
+    config = transformers.T5Config(vocab_size=97, d_model=64, d_kv=16, d_ff=96, num_layers=2,
+                                   num_heads=4, initializer_factor=3.0)
+    torch.manual_seed(0)
+    model = transformers.T5ForConditionalGeneration(config).eval()
+    g = torch.Generator().manual_seed(2)
+    ids = torch.randint(0, 97, (2, 11), generator=g)
+    mask = torch.ones(2, 11, dtype=torch.long)
+    mask[1, 6:] = 0  # right padding of the encoder's input
+    decoder_ids = torch.randint(0, 97, (2, 5), generator=g)
+    logits = {}
+    for name in ("eager", implementation):
+        model.set_attn_implementation(name)
+        del calls[:]
+        with torch.no_grad():
+            logits[name] = model(input_ids=ids, attention_mask=mask,
+                                 decoder_input_ids=decoder_ids).logits
+    # Encoder self-attention, decoder self- and cross-attention in each of the 2 layers.
+    assert len(calls) == 3 * config.num_layers
+    assert all(c.get("position_bias") is not None for c in calls)
+    want = logits["eager"]
+    torch.testing.assert_close(logits[implementation], want, rtol=0,
+                               atol=1e-5 * want.abs().max().item())
 
 
 def test_refuses_training_dropout():

@@ -34,8 +34,8 @@ def transformers_attention(module, query, key, value, attention_mask, dropout=0.
     if position_bias is not None:
         if mask is None:
             mask = position_bias
-        elif mask.dtype == torch.bool:
-            mask = position_bias.masked_fill(~mask, -torch.inf)
+        elif mask.dtype == torch.bool:  # torch.where broadcasts both (batch 1 biases)
+            mask = torch.where(mask, position_bias, -torch.inf)
         else:
             mask = mask + position_bias
     sinks = None if s_aux is None else s_aux.detach().float()
