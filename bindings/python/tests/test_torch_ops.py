@@ -152,8 +152,7 @@ def test_rows_that_see_no_key_get_zeros():
     mask[1] = False
     got = sat.scaled_dot_product_attention(q, k, v, attn_mask=mask)
     assert (got[:, :, 1] == 0).all()
-    want = sdpa64(q, k, v, attn_mask=mask)
-    assert_close(got[:, :, [0, 2, 3]], want[:, :, [0, 2, 3]], "float32")
+    assert_close(got, sdpa64(q, k, v, attn_mask=mask), "float32")  # torch's zeros too
 
 
 OPTIONS = {
