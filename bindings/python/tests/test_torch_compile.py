@@ -45,6 +45,9 @@ def opcheck_cases():
         "log_softmax": (ops.log_softmax_op, (x.bfloat16(), None, torch.float32, 0)),
         "log_softmax_out": (ops.log_softmax_out_op, (x, torch.empty(6, 50), 2.0, 0)),
         "softmax_topk": (ops.softmax_topk_op, (x.view(2, 3, 50), 4, None, 0)),
+        "softmax_topk_out": (ops.softmax_topk_out_op,
+                             (x, 4, torch.empty(6, 4, dtype=torch.int32), torch.empty(6, 4),
+                              torch.empty(6), 0.9, 0)),
     }
 
 
@@ -83,6 +86,8 @@ def public_calls():
         "log_softmax into out": (lambda x, out: sat.log_softmax(x, out=out),
                                  (x, torch.empty_like(x))),
         "softmax_topk": (lambda x: sat.softmax_topk(x, 3, return_lse=True), (x,)),
+        "softmax_topk into probs": (lambda x, p: sat.softmax_topk(x, 3, probs=p),
+                                    (x, torch.empty(3, 3))),
     }
 
 

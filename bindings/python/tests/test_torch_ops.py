@@ -301,6 +301,11 @@ def test_softmax_topk(dtype, transposed):
     torch.testing.assert_close(one_i, sat.softmax_topk(x[:1], 3)[0][0], rtol=0, atol=0)
     three = x.reshape(7, 1, 300) if not transposed else x.unsqueeze(1)
     assert sat.softmax_topk(three, 3)[0].shape == (7, 1, 3)
+    given = (torch.empty(7, 5, dtype=torch.int32), torch.empty(5, 7).t(), torch.empty(7))
+    back = sat.softmax_topk(x, 5, temperature=0.8, indices=given[0], probs=given[1], lse=given[2])
+    assert all(a is b for a, b in zip(back, given))
+    for a, b in zip(given, (indices, probs, lse)):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
 
 
 def test_errors_carry_the_library_message():

@@ -305,10 +305,24 @@ softmax_op, softmax_out_op = _define_softmax("softmax", "sattn_softmax")
 log_softmax_op, log_softmax_out_op = _define_softmax("log_softmax", "sattn_log_softmax")
 
 
-def _topk_shapes(x, k):
+def topk_shapes(x, k):
     if x.dim() < 1:
         raise ValueError("softmax_topk: x must have at least 1 dim")
     return tuple(x.shape[:-1]) + (k,), tuple(x.shape[:-1])
+
+
+def _topk_into(x, k, indices, probs, lse, temperature, context):
+    ctx = _context(context)
+    options = _api._softmax_options(temperature)
+    if lse is not None and x.dim() == 1:
+        lse = lse.view(1)  # the library's lse of a 1-D x is [1]
+    blocks = _row_blocks([x.detach(), indices, probs] + ([] if lse is None else [lse]))
+    for xb, ib, pb, *lb in blocks:
+        xv, iv, pv = tensor_view("in", xb), tensor_view("indices", ib), tensor_view("probs", pb)
+        lv = tensor_view("lse", lb[0]) if lb else None
+        _on_stream(ctx, [xv, iv, pv, lv])
+        _api._check(_api._lib.sattn_softmax_topk(ctx.handle, xv.ref(), k, iv.ref(), pv.ref(),
+                                                 _ref(lv), ctypes.byref(options)))
 
 
 @torch.library.custom_op("streamattn::softmax_topk", mutates_args=())
@@ -316,24 +330,29 @@ def softmax_topk_op(x: Tensor, k: int, temperature: Optional[float],
                     context: int) -> Tuple[Tensor, Tensor, Tensor]:
     """sattn_softmax_topk over the last dim of x (any rank): (indices int32 [..., k], probs
     float32 [..., k], lse float32 [...]), each row by descending probability."""
-    ctx = _context(context)
-    top_shape, lse_shape = _topk_shapes(x, k)
+    top_shape, lse_shape = topk_shapes(x, k)
     indices = torch.empty(top_shape, dtype=torch.int32, device=x.device)
     probs = torch.empty(top_shape, dtype=torch.float32, device=x.device)
     lse = torch.empty(lse_shape, dtype=torch.float32, device=x.device)
-    options = _api._softmax_options(temperature)
-    lse_rows = lse.view(1) if x.dim() == 1 else lse  # the library's lse of a 1-D x is [1]
-    for xb, ib, pb, lb in _row_blocks([x.detach(), indices, probs, lse_rows]):
-        xv, iv, pv = tensor_view("in", xb), tensor_view("indices", ib), tensor_view("probs", pb)
-        lv = tensor_view("lse", lb.view(1) if xb.dim() == 1 else lb)
-        _on_stream(ctx, [xv, iv, pv, lv])
-        _api._check(_api._lib.sattn_softmax_topk(ctx.handle, xv.ref(), k, iv.ref(), pv.ref(),
-                                                 lv.ref(), ctypes.byref(options)))
+    _topk_into(x, k, indices, probs, lse, temperature, context)
     return indices, probs, lse
 
 
 @softmax_topk_op.register_fake
 def _(x, k, temperature, context):
-    top_shape, lse_shape = _topk_shapes(x, k)
+    top_shape, lse_shape = topk_shapes(x, k)
     return (x.new_empty(top_shape, dtype=torch.int32), x.new_empty(top_shape, dtype=torch.float32),
             x.new_empty(lse_shape, dtype=torch.float32))
+
+
+@torch.library.custom_op("streamattn::softmax_topk_out", mutates_args=("indices", "probs", "lse"))
+def softmax_topk_out_op(x: Tensor, k: int, indices: Tensor, probs: Tensor, lse: Optional[Tensor],
+                        temperature: Optional[float], context: int) -> None:
+    """sattn_softmax_topk into the caller's indices (int32), probs (float32) and, when given,
+    lse (float32)."""
+    _topk_into(x, k, indices, probs, lse, temperature, context)
+
+
+@softmax_topk_out_op.register_fake
+def _(x, k, indices, probs, lse, temperature, context):
+    return None

@@ -151,13 +151,25 @@ def log_softmax(x, dim=-1, *, temperature=None, out=None, dtype=None, context=No
                          dtype, context)
 
 
-def softmax_topk(x, k, *, temperature=None, return_lse=False, context=None):
+def softmax_topk(x, k, *, temperature=None, indices=None, probs=None, lse=None,
+                 return_lse=False, context=None):
     """The k likeliest entries of each row of x (last dim, any rank) under the softmax of the
     whole row, in one read: (indices int32 [..., k], probs float32 [..., k]), by descending
-    probability (int32, as the library writes them: .long() for torch's indexing of old
-    versions); with return_lse also the rows' log-sum-exps, float32 [...]."""
-    indices, probs, lse = _ops.softmax_topk_op(x, k, temperature, _ops.context_key(context))
-    return (indices, probs, lse) if return_lse else (indices, probs)
+    probability (int32, as the library writes them); with return_lse (or lse given) also the
+    rows' log-sum-exps, float32 [...]. indices, probs, lse: written in place when given."""
+    key = _ops.context_key(context)
+    if indices is None and probs is None and lse is None:
+        indices, probs, lse = _ops.softmax_topk_op(x, k, temperature, key)
+        return (indices, probs, lse) if return_lse else (indices, probs)
+    top_shape, lse_shape = _ops.topk_shapes(x, k)
+    if indices is None:
+        indices = x.new_empty(top_shape, dtype=torch.int32)
+    if probs is None:
+        probs = x.new_empty(top_shape, dtype=torch.float32)
+    if lse is None and return_lse:
+        lse = x.new_empty(lse_shape, dtype=torch.float32)
+    _ops.softmax_topk_out_op(x, k, indices, probs, lse, temperature, key)
+    return (indices, probs, lse) if lse is not None else (indices, probs)
 
 
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0,
