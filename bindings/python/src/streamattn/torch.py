@@ -12,7 +12,8 @@ allocates (or the caller's `out=`). The ops are registered as `torch.ops.streama
 fake implementations, so torch.compile traces through them without graph breaks. CPU tensors
 run on the CPU; CUDA tensors on the CUDA backend (on torch's current stream) when the plugin
 is loaded, and otherwise fail with the library's message naming the device. A failed call
-raises streamattn.Error with the library's message, as the numpy API does.
+raises streamattn.Error with the library's message, as the numpy API does. For inference:
+the ops have no autograd formula (a backward through them raises torch's error saying so).
 
 Threads: without `context=`, each Python thread uses a context of torch.get_num_threads()
 threads, so torch.set_num_threads() governs streamattn too.
