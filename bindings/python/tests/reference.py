@@ -55,6 +55,19 @@ def attention(q, k, v, scale=None, causal=False, window=None, softcap=None, alib
     return out, lse
 
 
+def paged(k, v, table, page):
+    """k and v [b, pages * page, h, d] laid out as a paged cache through block table `table`
+    [b, pages]: (k_pages, v_pages) [num_pages, page, h, d], NaN in every row no page names."""
+    k, v, table = np.asarray(k), np.asarray(v), np.asarray(table)
+    k_pages = np.full((table.size, page) + k.shape[2:], np.nan, k.dtype)
+    v_pages = np.full((table.size, page) + v.shape[2:], np.nan, v.dtype)
+    for bi in range(table.shape[0]):
+        for p in range(table.shape[1]):
+            k_pages[table[bi, p]] = k[bi, p * page:(p + 1) * page]
+            v_pages[table[bi, p]] = v[bi, p * page:(p + 1) * page]
+    return k_pages, v_pages
+
+
 def softmax(x, temperature=1.0):
     x = np.asarray(x, np.float64) / temperature
     m = x.max(axis=-1, keepdims=True)

@@ -79,12 +79,7 @@ def test_paged_cache_with_a_block_table(rng):
     b, pages_per_seq, page, hkv, d = 2, 4, 8, 2, 32
     q, k, v = qkv(rng, b=b, sq=3, sk=pages_per_seq * page, hkv=hkv, d=d)
     table = rng.permutation(b * pages_per_seq).reshape(b, pages_per_seq).astype(np.int32)
-    k_pages = np.full((b * pages_per_seq, page, hkv, d), np.nan, np.float32)
-    v_pages = k_pages.copy()
-    for bi in range(b):
-        for p in range(pages_per_seq):
-            k_pages[table[bi, p]] = k[bi, p * page:(p + 1) * page]
-            v_pages[table[bi, p]] = v[bi, p * page:(p + 1) * page]
+    k_pages, v_pages = reference.paged(k, v, table, page)
     seqused = [29, 17]
     out = streamattn.attention(q, k_pages, v_pages, block_table=table, seqused_k=seqused,
                                causal=True)

@@ -55,3 +55,17 @@ def test_one_context_per_python_thread():
     assert len({id(c) for c in contexts}) == 4
     for r in results:
         np.testing.assert_array_equal(r, want)
+
+
+def test_the_package_needs_no_torch_and_streamattn_torch_needs_it():
+    # torch made unimportable: the numpy API works; streamattn.torch is an ImportError.
+    r = run_python("import sys; sys.modules['torch'] = None\n"
+                   "import numpy as np, streamattn\n"
+                   "print(streamattn.softmax(np.zeros(4, np.float32)))\n"
+                   "assert not [m for m in sys.modules if m.startswith('torch') and\n"
+                   "            sys.modules[m] is not None]\n"
+                   "try:\n    import streamattn.torch\nexcept ImportError as e:\n"
+                   "    print('ImportError', e)\n")
+    assert r.returncode == 0, r.stderr
+    assert "[0.25 0.25 0.25 0.25]" in r.stdout
+    assert "ImportError" in r.stdout

@@ -64,12 +64,14 @@ class Context:
         handle = ctypes.c_void_p()
         _check(_lib.sattn_context_create(ctypes.byref(options), ctypes.byref(handle)))
         self._handle = handle
+        # Held here: a context collected at interpreter exit may outlive this module's globals.
+        self._destroy = _lib.sattn_context_destroy
 
     def close(self):
         """Frees the context now (it is freed on garbage collection otherwise)."""
         handle, self._handle = getattr(self, "_handle", None), None
         if handle:
-            _lib.sattn_context_destroy(handle)
+            self._destroy(handle)
 
     __del__ = close
 
@@ -165,6 +167,26 @@ def _ref(v):
     return None if v is None else v.ref()
 
 
+def attention_options(scale, causal, window, softcap, f32_pv, tensor_options):
+    """The sattn_attention_options of attention()'s keywords; tensor_options maps the names of
+    the tensor options given (alibi_slopes, mask, sinks, seqused_k, block_table) to their Views,
+    which must outlive the call. Shared by streamattn.torch."""
+    options = N.AttentionOptions()
+    options.struct_size = ctypes.sizeof(options)
+    options.scale = 0.0 if scale is None else scale
+    options.causal = 1 if causal else 0
+    if window is not None:
+        left, right = window
+        options.has_window = 1
+        options.window_left = -1 if left is None else left
+        options.window_right = -1 if right is None else right
+    options.softcap = 0.0 if softcap is None else softcap
+    options.f32_pv = 1 if f32_pv else 0
+    for field, v in tensor_options.items():
+        setattr(options, field, ctypes.pointer(v.tensor))
+    return options
+
+
 def attention(q, k, v, *, scale=None, causal=False, window=None, softcap=None, alibi_slopes=None,
               mask=None, sinks=None, seqused_k=None, block_table=None, out=None, lse=None,
               return_lse=False, dtype=None, f32_pv=False, context=None):
@@ -197,29 +219,16 @@ def attention(q, k, v, *, scale=None, causal=False, window=None, softcap=None, a
             lse = np.empty((batch, heads_q, seq_q), np.float32)
         lv = _views.view("lse", lse, writable=True)
 
-    options = N.AttentionOptions()
-    options.struct_size = ctypes.sizeof(options)
-    options.scale = 0.0 if scale is None else scale
-    options.causal = 1 if causal else 0
-    if window is not None:
-        left, right = window
-        options.has_window = 1
-        options.window_left = -1 if left is None else left
-        options.window_right = -1 if right is None else right
-    options.softcap = 0.0 if softcap is None else softcap
-    options.f32_pv = 1 if f32_pv else 0
-    keep = []
+    keep = {}
     for field, value, dtype_ in (("alibi_slopes", alibi_slopes, np.float32),
                                  ("sinks", sinks, np.float32),
                                  ("seqused_k", seqused_k, np.int32),
                                  ("block_table", block_table, np.int32),
                                  ("mask", mask, None)):
-        if value is None:
-            continue
-        ov_ = (_views.view(field, value) if dtype_ is None
-               else _views.small_view(field, value, dtype_))
-        keep.append(ov_)
-        setattr(options, field, ctypes.pointer(ov_.tensor))
+        if value is not None:
+            keep[field] = (_views.view(field, value) if dtype_ is None
+                           else _views.small_view(field, value, dtype_))
+    options = attention_options(scale, causal, window, softcap, f32_pv, keep)
     _check(_lib.sattn_attention(ctx.handle, qv.ref(), kv.ref(), vv.ref(), ov.ref(), _ref(lv),
                                 ctypes.byref(options)))
     return (out, lse) if want_lse else out

@@ -131,6 +131,7 @@ def _declare(lib):
         "sattn_context_create": (status, [c.POINTER(ContextOptions), c.POINTER(ctx_p)]),
         "sattn_context_destroy": (status, [ctx_p]),
         "sattn_context_get_info": (status, [ctx_p, c.POINTER(ContextInfo)]),
+        "sattn_context_set_cuda_stream": (status, [ctx_p, c.c_void_p]),
         "sattn_exp2": (status, [ctx_p, c.c_void_p, c.c_void_p, c.c_int64]),
         "sattn_attention": (status, [ctx_p, t, t, t, t, t, c.POINTER(AttentionOptions)]),
         "sattn_merge_states": (status, [ctx_p, c.c_int32, t, t, t, t]),
