@@ -48,11 +48,16 @@ struct E4M3Element {
   HWY_INLINE hn::Vec<D> Load(D d, const Stored* HWY_RESTRICT row, size_t i) const {
     const hn::Rebind<uint8_t, D> d8;
     const hn::Rebind<uint16_t, D> d16;
-    const auto b = hn::PromoteTo(d16, hn::LoadU(d8, row + i));
-    const auto magnitude = hn::And(b, hn::Set(d16, 0x7F));
-    auto half =
-        hn::Or(hn::ShiftLeft<8>(hn::And(b, hn::Set(d16, 0x80))), hn::ShiftLeft<7>(magnitude));
-    half = hn::IfThenElse(hn::Eq(magnitude, hn::Set(d16, 0x7F)), hn::Set(d16, 0x7E00), half);
+    const hn::Rebind<int16_t, D> di16;
+    // The byte in a lane's high half (s.eeee.mmm, then 8 zero bits), shifted right by one with
+    // its sign copied (s.s.eeee.mmm, 7 zero bits), then the copy cleared: s.0eeee.mmm0000000,
+    // the binary16 of those bits, in 3 operations where masking and merging the fields took 5.
+    const auto high =
+        hn::BitCast(di16, hn::ShiftLeft<8>(hn::PromoteTo(d16, hn::LoadU(d8, row + i))));
+    auto half = hn::And(hn::BitCast(d16, hn::ShiftRight<1>(high)), hn::Set(d16, 0xBFFF));
+    // NaN (S.1111.111, now S.0.1111.111 and zeros) becomes a binary16 NaN.
+    const auto magnitude = hn::And(half, hn::Set(d16, 0x7FFF));
+    half = hn::IfThenElse(hn::Eq(magnitude, hn::Set(d16, 0x3F80)), hn::Set(d16, 0x7E00), half);
     if constexpr (kNativeF16) {
       return hn::PromoteTo(d, hn::BitCast(hn::Rebind<hwy::float16_t, D>(), half));
     } else {
@@ -160,15 +165,17 @@ struct I4Element {
 #if HWY_TARGET == HWY_SCALAR
     return hn::Set(d, IntAt(row, static_cast<int64_t>(i)));
 #else
-    const Stored* p = row + i / 2;
+    // Each byte widened to a 16-bit lane, its high nibble moved up by 4: the lane's two bytes
+    // are then its two elements' nibbles, in element order, with no shuffle.
     const hn::Rebind<uint8_t, D> d8;
     const hn::Half<decltype(d8)> dh;
-    const auto bytes = hn::ZeroExtendVector(d8, hn::LoadU(dh, p));
-    const auto low = hn::And(bytes, hn::Set(d8, 0x0F));
-    const auto high = hn::ShiftRight<4>(bytes);
-    const auto nibbles = hn::InterleaveLower(d8, low, high);
+    const hn::Repartition<uint16_t, decltype(d8)> d16;
+    const auto bytes = hn::PromoteTo(d16, hn::LoadU(dh, row + i / 2));
+    const auto nibbles = hn::Or(hn::And(bytes, hn::Set(d16, 0x000F)),
+                                hn::And(hn::ShiftLeft<4>(bytes), hn::Set(d16, 0x0F00)));
     // (x ^ 8) - 8: the 4-bit two's complement of x, as a byte.
-    const auto q = hn::Sub(hn::Xor(nibbles, hn::Set(d8, 8)), hn::Set(d8, 8));
+    const auto x = hn::BitCast(d8, nibbles);
+    const auto q = hn::Sub(hn::Xor(x, hn::Set(d8, 8)), hn::Set(d8, 8));
     return hn::ConvertTo(
         d, hn::PromoteTo(hn::RebindToSigned<D>(), hn::BitCast(hn::Rebind<int8_t, D>(), q)));
 #endif
