@@ -327,3 +327,20 @@ def test_context_method_and_f32_scales(rng):
     want = reference.quantize(k, "i8", 64, np.float32)
     assert_same_bytes(got.values, want[0])
     assert_same_bytes(got.scales, want[1])
+
+
+def test_the_accuracy_script_ranks_the_formats_by_their_bits(rng):
+    # bench/quantized_kv_error.py (docs/performance.md's table) on a small random case: error
+    # against the unquantized oracle grows as the cache's bits shrink.
+    import importlib.util
+    import pathlib
+    path = pathlib.Path(__file__).resolve().parents[3] / "bench" / "quantized_kv_error.py"
+    spec = importlib.util.spec_from_file_location("quantized_kv_error", path)
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    with streamattn.Context(1) as ctx:
+        errors = script.measure(ctx, script.random_cases(rng, 3, 512, True, 4, 2, 64))
+    mean = {name: e.row()[1] for name, e in errors.items()}
+    assert mean["f16"] < mean["i8 g32"] <= mean["i8 per row"] < mean["fp8_e4m3 per head"] \
+        < mean["i4 g32"]
+    assert mean["i4 g32"] < 0.05  # still an approximation of attention, not noise
