@@ -11,6 +11,7 @@ import streamattn
 from conftest import optional_import
 
 torch = optional_import("torch")
+ml_dtypes = optional_import("ml_dtypes")
 import streamattn.torch as sat  # noqa: E402  (needs torch)
 
 STORAGE = {"i8": torch.int8, "i4": torch.uint8, "fp8_e4m3": torch.float8_e4m3fn}
@@ -115,14 +116,10 @@ def test_a_nan_is_refused_by_index_with_nothing_written():
 
 
 def dequantized(cache, fmt):
-    return reference.dequantize(as_bytes(cache.values).view(
-        {"i8": np.int8, "i4": np.uint8, "fp8_e4m3": reference_fp8()}[fmt]),
-        cache.scales.float().numpy(), fmt)
-
-
-def reference_fp8():
-    import ml_dtypes
-    return ml_dtypes.float8_e4m3fn
+    """What a [b, s, h, ...] torch cache stands for, float64 (reference.dequantize's numpy)."""
+    numpy_dtype = {"i8": np.int8, "i4": np.uint8, "fp8_e4m3": ml_dtypes.float8_e4m3fn}[fmt]
+    return reference.dequantize(as_bytes(cache.values).view(numpy_dtype),
+                                cache.scales.float().numpy(), fmt)
 
 
 def max_relative_error(got, want):
@@ -138,8 +135,8 @@ def test_attention_over_quantized_caches_matches_the_oracle(fmt, layout, options
     kq, vq = (sat.quantize_kv(bshd(x, layout), fmt, layout=layout,
                               scale=fp8_scale(x) if fmt == "fp8_e4m3" else None) for x in (k, v))
     out = sat.attention(bshd(q, layout), kq, vq, layout=layout, **options)
-    ours = sat.QuantizedKV
-    k_real, v_real = (dequantized(ours(bshd(c.values, layout), bshd(c.scales, layout)), fmt)
+    k_real, v_real = (dequantized(sat.QuantizedKV(bshd(c.values, layout),
+                                                  bshd(c.scales, layout)), fmt)
                       for c in (kq, vq))
     want, _ = reference.attention(q.numpy(), k_real, v_real, **options)
     assert max_relative_error(bshd(out, layout), want) <= 2e-6

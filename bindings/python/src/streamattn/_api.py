@@ -307,9 +307,9 @@ def scales_dtype_code(dtype):
 
 def new_cache_shapes(name, shape, code, group):
     """The shapes of new values and group scales for `shape` [batch, n, heads_kv, head_dim] rows
-    in format `code` with groups of `group` channels (None: 32, or head_dim if smaller): values [..., head_dim] (i8,
-    fp8), or [..., head_dim / 2] bytes (i4); scales [batch, n, heads_kv, head_dim / group], or
-    None for fp8 (its scales are the caller's)."""
+    in format `code` with groups of `group` channels (None: 32, or head_dim if smaller):
+    values [..., head_dim] (i8, fp8), or [..., head_dim / 2] bytes (i4); scales [batch, n,
+    heads_kv, head_dim / group], or None for fp8 (its scales are the caller's)."""
     if len(shape) != 4:
         raise ValueError("%s must have 4 dims ([batch, n, heads_kv, head_dim]); got %s"
                          % (name, tuple(shape)))

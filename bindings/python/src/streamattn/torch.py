@@ -4,6 +4,7 @@
     out = sat.attention(q, k, v, causal=True)                 # [batch, seq, heads, dim], ours
     out = sat.attention(q, k, v, causal=True, layout="bhsd")  # torch's [batch, heads, seq, dim]
     out = sat.scaled_dot_product_attention(q, k, v, is_causal=True)   # SDPA's signature
+    out = sat.attention(q, sat.quantize_kv(k, "i8"), sat.quantize_kv(v, "i8"))  # int8 cache
     sat.register_transformers()   # then from_pretrained(..., attn_implementation="streamattn")
 
 Importable only where torch is installed (the streamattn package itself needs only numpy).
