@@ -86,6 +86,12 @@ def logsumexp(x):
     return np.log(np.exp(x - m).sum(axis=-1, keepdims=True)) + m
 
 
+def max_relative_error(got, want):
+    """max |got - want| / max |want|, the C++ suite's measure (tests/test_util.h)."""
+    got = to_f64(got)
+    return np.abs(got - want).max() / max(np.abs(want).max(), 1e-300)
+
+
 def to_f64(x):
     """Any array the binding accepts (numpy of any dtype, torch) as float64 numpy."""
     if hasattr(x, "detach"):  # torch: through float32, which holds bf16 and f16 exactly

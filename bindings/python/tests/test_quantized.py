@@ -9,6 +9,7 @@ import pytest
 import reference
 import streamattn
 from conftest import optional_import
+from reference import max_relative_error as relative_error
 
 ml_dtypes = optional_import("ml_dtypes")
 
@@ -197,13 +198,8 @@ def test_argument_errors():
 # ------------------------------------------------------------------ attention over them
 
 
-def max_relative_error(got, want):
-    """max |got - want| / max |want|, the C++ suite's measure."""
-    got = reference.to_f64(got)
-    return np.abs(got - want).max() / max(np.abs(want).max(), 1e-300)
-
-
-def quantized_cache(rng, case, x):
+def quantized_cache(case, x):
+    """(the library's cache of x under CASES[case], the float64 values it stands for)."""
     got, _ = quantize(x, case)
     return got, reference.dequantize(got.values, got.scales, CASES[case][0])
 
@@ -225,11 +221,11 @@ def test_attention_over_quantized_caches_matches_the_oracle(rng, case, shape, op
     q = rng.standard_normal((s["b"], s["sq"], s["hq"], s["d"])).astype(np.float32)
     k = rng.standard_normal((s["b"], s["sk"], s["hkv"], s["d"])).astype(np.float32)
     v = rng.standard_normal((s["b"], s["sk"], s["hkv"], s["d"])).astype(np.float32)
-    (kq, k_real), (vq, v_real) = quantized_cache(rng, case, k), quantized_cache(rng, case, v)
+    (kq, k_real), (vq, v_real) = quantized_cache(case, k), quantized_cache(case, v)
     out, lse = streamattn.attention(q, kq, vq, return_lse=True, **OPTIONS[option])
     want, want_lse = reference.attention(q, k_real, v_real, **OPTIONS[option])
     assert out.dtype == np.float32 and out.shape == want.shape
-    assert max_relative_error(out, want) <= 2e-6
+    assert relative_error(out, want) <= 2e-6
     np.testing.assert_allclose(lse, want_lse, rtol=0, atol=2e-5)
 
 
@@ -237,16 +233,15 @@ def test_k_and_v_in_different_formats_and_a_plain_v(rng):
     q = rng.standard_normal((1, 2, 8, 64)).astype(np.float32)
     k = rng.standard_normal((1, 90, 2, 64)).astype(np.float32)
     v = rng.standard_normal((1, 90, 2, 64)).astype(np.float32)
-    (kq, k_real), (vq, v_real) = quantized_cache(rng, "i8 g32", k), quantized_cache(rng, "i4 g32",
-                                                                                    v)
+    (kq, k_real), (vq, v_real) = quantized_cache("i8 g32", k), quantized_cache("i4 g32", v)
     want, _ = reference.attention(q, k_real, v_real, causal=True)
-    assert max_relative_error(streamattn.attention(q, kq, vq, causal=True), want) <= 2e-6
+    assert relative_error(streamattn.attention(q, kq, vq, causal=True), want) <= 2e-6
     want, _ = reference.attention(q, k_real, v, causal=True)
-    assert max_relative_error(streamattn.attention(q, kq, v, causal=True), want) <= 2e-6
-    fq, f_real = quantized_cache(rng, "fp8 tensor", v)
+    assert relative_error(streamattn.attention(q, kq, v, causal=True), want) <= 2e-6
+    fq, f_real = quantized_cache("fp8 tensor", v)
     number = (fq.values, float(fq.scales[0]))  # one scale for the tensor, as a number
     want, _ = reference.attention(q, k_real, f_real, causal=True)
-    assert max_relative_error(streamattn.attention(q, kq, number, causal=True), want) <= 2e-6
+    assert relative_error(streamattn.attention(q, kq, number, causal=True), want) <= 2e-6
 
 
 @pytest.mark.parametrize("case", ["i8 g32", "i4 g32", "fp8 head"])
@@ -261,7 +256,7 @@ def test_paged_quantized_cache_with_seqused_k(rng, case, sq):
     table = rng.permutation(batch * pages_per_seq).reshape(batch, pages_per_seq).astype(np.int32)
     caches, real = [], []
     for x in (k, v):
-        fresh, x_real = quantized_cache(rng, case, x)
+        fresh, x_real = quantized_cache(case, x)
         values = np.zeros((batch * pages_per_seq, page) + fresh.values.shape[2:],
                           fresh.values.dtype)
         scales = fresh.scales if fmt == "fp8_e4m3" else np.zeros(
@@ -272,19 +267,19 @@ def test_paged_quantized_cache_with_seqused_k(rng, case, sq):
     out = streamattn.attention(q, caches[0], caches[1], block_table=table, seqused_k=seqused,
                                causal=True)
     want, _ = reference.attention(q, real[0], real[1], seqused_k=seqused, causal=True)
-    assert max_relative_error(out, want) <= 2e-6
+    assert relative_error(out, want) <= 2e-6
 
 
 def test_head_major_quantized_buffers_need_no_copies(rng):
     # [b, h, s, d] caches (values, and i4 bytes) viewed as [b, s, h, d], as q and k are.
     q = rng.standard_normal((1, 3, 4, 64)).astype(np.float32)
     k = rng.standard_normal((1, 50, 2, 64)).astype(np.float32)
-    fresh, k_real = quantized_cache(rng, "i4 g32", k)
+    fresh, k_real = quantized_cache("i4 g32", k)
     values = np.ascontiguousarray(fresh.values.transpose(0, 2, 1, 3)).transpose(0, 2, 1, 3)
     scales = np.ascontiguousarray(fresh.scales.transpose(0, 2, 1, 3)).transpose(0, 2, 1, 3)
     out = streamattn.attention(q, (values, scales), k)
     want, _ = reference.attention(q, k_real, k)
-    assert max_relative_error(out, want) <= 2e-6
+    assert relative_error(out, want) <= 2e-6
 
 
 def test_attention_errors_carry_the_library_message(rng):
@@ -317,7 +312,7 @@ def test_a_nan_group_scale_makes_the_rows_that_see_it_nan(rng):
     kept = streamattn.attention(q, kq, k, seqused_k=[7])
     want, _ = reference.attention(q, reference.dequantize(kq.values, kq.scales, "i8")[:, :7],
                                   k[:, :7])
-    assert max_relative_error(kept, want) <= 2e-6
+    assert relative_error(kept, want) <= 2e-6
 
 
 def test_context_method_and_f32_scales(rng):

@@ -122,11 +122,6 @@ def dequantized(cache, fmt):
                                 cache.scales.float().numpy(), fmt)
 
 
-def max_relative_error(got, want):
-    got = reference.to_f64(got)
-    return np.abs(got - want).max() / np.abs(want).max()
-
-
 @pytest.mark.parametrize("fmt", sorted(STORAGE))
 @pytest.mark.parametrize("layout", ["bshd", "bhsd"])
 @pytest.mark.parametrize("options", [dict(causal=True), dict(window=(20, 0), softcap=2.0)])
@@ -139,7 +134,7 @@ def test_attention_over_quantized_caches_matches_the_oracle(fmt, layout, options
                                                   bshd(c.scales, layout)), fmt)
                       for c in (kq, vq))
     want, _ = reference.attention(q.numpy(), k_real, v_real, **options)
-    assert max_relative_error(bshd(out, layout), want) <= 2e-6
+    assert reference.max_relative_error(bshd(out, layout), want) <= 2e-6
     # Into a given out and lse, in place.
     given = torch.empty_like(bshd(q, layout))
     lse = torch.empty(2, 8, 3)
@@ -166,7 +161,7 @@ def test_paged_quantized_attention_with_mixed_formats():
                         causal=True)
     k_real, v_real = (dequantized(fresh, fmt) for fresh, fmt, _ in caches)
     want, _ = reference.attention(q.numpy(), k_real, v_real, seqused_k=[24, 13], causal=True)
-    assert max_relative_error(out, want) <= 2e-6
+    assert reference.max_relative_error(out, want) <= 2e-6
 
 
 def test_the_numpy_api_reads_torch_caches_through_dlpack():
