@@ -1,6 +1,6 @@
-"""The examples run as tests: the README's quick starts (numpy, torch), and all-MiniLM-L6-v2
-with every attention layer computed by streamattn (attn_implementation="streamattn") against the
-same model with eager attention."""
+"""The examples run as tests: the README's quick starts (numpy, torch, a quantized cache), and
+all-MiniLM-L6-v2 with every attention layer computed by streamattn
+(attn_implementation="streamattn") against the same model with eager attention."""
 
 import pathlib
 import runpy
@@ -17,6 +17,13 @@ def test_quickstart():
                        text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert "invalid argument: k.shape[3]=32 must equal q.shape[3]=64" in r.stdout
+
+
+def test_quantized_cache_example():
+    r = subprocess.run([sys.executable, str(EXAMPLES / "quantized_cache.py")],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "i8 cache vs float32: max |difference|" in r.stdout
 
 
 def test_torch_quickstart(capsys):

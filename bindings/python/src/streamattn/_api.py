@@ -2,6 +2,7 @@
 such as a PyTorch CPU tensor) without copying them, and writes into `out=` when given or into a
 new numpy array otherwise. A failed call raises streamattn.Error with the library's message."""
 
+import collections
 import ctypes
 import threading
 
@@ -109,6 +110,9 @@ class Context:
     def attention(self, q, k, v, **kwargs):
         return attention(q, k, v, context=self, **kwargs)
 
+    def quantize_kv(self, src, format=None, **kwargs):
+        return quantize_kv(src, format, context=self, **kwargs)
+
     def merge_states(self, o_parts, lse_parts, **kwargs):
         return merge_states(o_parts, lse_parts, context=self, **kwargs)
 
@@ -169,8 +173,8 @@ def _ref(v):
 
 def attention_options(scale, causal, window, softcap, f32_pv, tensor_options):
     """The sattn_attention_options of attention()'s keywords; tensor_options maps the names of
-    the tensor options given (alibi_slopes, mask, sinks, seqused_k, block_table) to their Views,
-    which must outlive the call. Shared by streamattn.torch."""
+    the tensor options given (alibi_slopes, mask, sinks, seqused_k, block_table, k_scales,
+    v_scales) to their Views, which must outlive the call. Shared by streamattn.torch."""
     options = N.AttentionOptions()
     options.struct_size = ctypes.sizeof(options)
     options.scale = 0.0 if scale is None else scale
@@ -187,6 +191,36 @@ def attention_options(scale, causal, window, softcap, f32_pv, tensor_options):
     return options
 
 
+def cache_pair(name, cache):
+    """attention's k or v as (values, scales): an array (scales None), or a quantized cache's
+    (values, scales) pair. Shared by streamattn.torch."""
+    if not isinstance(cache, tuple):
+        return cache, None
+    if len(cache) != 2:
+        raise ValueError("%s: a quantized cache is a (values, scales) pair, not %d items"
+                         % (name, len(cache)))
+    return cache
+
+
+def _cache_views(name, cache):
+    """The Views of attention's k or v (the scales' None for an array)."""
+    values, scales = cache_pair(name, cache)
+    vv = _views.view(name, values, cache=True)
+    return vv, None if scales is None else scales_view(name + "_scales", scales, vv.dtype)
+
+
+def scales_view(name, scales, values_code):
+    """The View of a quantized cache's scales: an FP8 cache's float32 [heads_kv] or [1] (a
+    number stands for [1]; converted like the other small options), else the group scales as
+    given (f16 or f32, laid out like the values)."""
+    if values_code != N.DTYPE_FP8_E4M3:
+        return _views.view(name, scales)
+    if not isinstance(scales, np.ndarray) and hasattr(scales, "__dlpack__"):
+        scales = np.from_dlpack(scales)
+    return _views.small_view(name, np.reshape(scales, -1) if np.ndim(scales) == 0 else scales,
+                             np.float32)
+
+
 def attention(q, k, v, *, scale=None, causal=False, window=None, softcap=None, alibi_slopes=None,
               mask=None, sinks=None, seqused_k=None, block_table=None, out=None, lse=None,
               return_lse=False, dtype=None, f32_pv=False, context=None):
@@ -194,7 +228,10 @@ def attention(q, k, v, *, scale=None, causal=False, window=None, softcap=None, a
 
     q [batch, seq_q, heads_q, head_dim]; k, v [batch, seq_k, heads_kv, head_dim(_v)], or
     [num_pages, page_size, heads_kv, head_dim] with block_table. float32, float16 or bfloat16,
-    any strides (a [batch, heads, seq, dim] tensor's .transpose(1, 2) needs no copy).
+    any strides (a [batch, heads, seq, dim] tensor's .transpose(1, 2) needs no copy). k and v
+    may each also be a quantized cache, the (values, scales) pair quantize_kv returns (its
+    formats there): int8 or packed uint8 values with their group scales, or float8_e4m3fn
+    values with float32 scales [heads_kv] or [1] (or a number); K and V may differ.
 
     scale: None = 1/sqrt(head_dim). causal: bottom-right aligned. window: (left, right), None
     or -1 for an unbounded side. softcap: tanh capping of scores. alibi_slopes, sinks: float32
@@ -205,7 +242,8 @@ def attention(q, k, v, *, scale=None, causal=False, window=None, softcap=None, a
     float32 [batch, heads_q, seq_q] log-sum-exps. Returns out, or (out, lse) when return_lse is
     true or lse is given."""
     ctx = context or default_context()
-    qv, kv, vv = (_views.view("q", q), _views.view("k", k), _views.view("v", v))
+    qv = _views.view("q", q)
+    (kv, k_scales), (vv, v_scales) = _cache_views("k", k), _cache_views("v", v)
     if len(qv.shape) != 4 or len(vv.shape) != 4:
         raise ValueError("q and v must have 4 dims ([batch, seq, heads, head_dim]); got q %s, "
                          "v %s" % (qv.shape, vv.shape))
@@ -228,10 +266,173 @@ def attention(q, k, v, *, scale=None, causal=False, window=None, softcap=None, a
         if value is not None:
             keep[field] = (_views.view(field, value) if dtype_ is None
                            else _views.small_view(field, value, dtype_))
+    for field, view in (("k_scales", k_scales), ("v_scales", v_scales)):
+        if view is not None:
+            keep[field] = view
     options = attention_options(scale, causal, window, softcap, f32_pv, keep)
     _check(_lib.sattn_attention(ctx.handle, qv.ref(), kv.ref(), vv.ref(), ov.ref(), _ref(lv),
                                 ctypes.byref(options)))
     return (out, lse) if want_lse else out
+
+
+# ------------------------------------------------------------------ quantized KV caches
+
+QuantizedKV = collections.namedtuple("QuantizedKV", ["values", "scales"])
+QuantizedKV.__doc__ = """A quantized K or V cache: values and the scales they are read with, the
+pair attention() takes for k or v (any (values, scales) tuple will do)."""
+
+FORMATS = {"i8": N.DTYPE_I8, "fp8_e4m3": N.DTYPE_FP8_E4M3, "i4": N.DTYPE_I4}
+_SCALES_DTYPES = {"f16": N.DTYPE_F16, "float16": N.DTYPE_F16, "f32": N.DTYPE_F32,
+                  "float32": N.DTYPE_F32}
+
+
+def format_code(format):
+    """The sattn_dtype of a format name: "i8", "fp8_e4m3" or "i4"."""
+    if format not in FORMATS:
+        raise ValueError("format must be one of %s, not %r" % (sorted(FORMATS), format))
+    return FORMATS[format]
+
+
+def scales_dtype_code(dtype):
+    """The sattn_dtype of group scales: "f16" / "float16" or "f32" / "float32" (or the numpy
+    or torch dtype of either)."""
+    if isinstance(dtype, str) or hasattr(dtype, "is_floating_point"):  # a name, a torch dtype
+        name = str(dtype).replace("torch.", "")
+    else:
+        name = str(np.dtype(dtype))
+    if name not in _SCALES_DTYPES:
+        raise TypeError("scales_dtype must be float16 or float32, not %s" % (dtype,))
+    return _SCALES_DTYPES[name]
+
+
+def new_cache_shapes(name, shape, code, group):
+    """The shapes of new values and group scales for `shape` [batch, n, heads_kv, head_dim] rows
+    in format `code` with groups of `group` channels (None: 32, or head_dim if smaller):
+    values [..., head_dim] (i8, fp8), or [..., head_dim / 2] bytes (i4); scales [batch, n,
+    heads_kv, head_dim / group], or None for fp8 (its scales are the caller's)."""
+    if len(shape) != 4:
+        raise ValueError("%s must have 4 dims ([batch, n, heads_kv, head_dim]); got %s"
+                         % (name, tuple(shape)))
+    dim = shape[3]
+    values = tuple(shape)
+    if code == N.DTYPE_I4:
+        if dim % 2:
+            raise ValueError("i4 packs two elements a byte: head_dim=%d (%s.shape[3]) must be "
+                             "even" % (dim, name))
+        values = values[:3] + (dim // 2,)
+    if code == N.DTYPE_FP8_E4M3:
+        return values, None
+    group = min(32, dim) if group is None else group
+    if group < 1 or dim % group:
+        raise ValueError("group=%d must divide head_dim=%d (%s.shape[3])" % (group, dim, name))
+    return values, tuple(shape[:3]) + (dim // group,)
+
+
+def check_quantize_scales(code, values, scales, scale, group):
+    """quantize_kv's scale arguments for values (a View) of format `code`: an fp8 cache reads
+    one scale, out's scales or scale= (returned); an i8 or i4 cache writes its group scales
+    (a View), which an explicit group must agree with (returns None)."""
+    if code == N.DTYPE_FP8_E4M3:
+        if group is not None:
+            raise ValueError("group=%r: fp8_e4m3 has a scale per kv head or for the tensor, "
+                             "not groups" % (group,))
+        if (scales is None) == (scale is None):
+            raise ValueError("fp8_e4m3 needs its scale (float32 [heads_kv] or [1], e.g. "
+                             "max |x| / 448) once: as scale= or as out's scales")
+        return scale if scales is None else scales
+    if scale is not None:
+        raise ValueError("scale= is for fp8_e4m3; i8 and i4 compute their group scales")
+    if scales is None:
+        raise ValueError("out: the scales of an i8 or i4 cache must not be None")
+    if group is not None and len(scales.shape) == 4 and len(values.shape) == 4:
+        implied = values.shape[3] // max(1, scales.shape[3])
+        if implied != group:
+            raise ValueError("group=%d but scales [..., %d] over head_dim %d make groups of %d"
+                             % (group, scales.shape[3], values.shape[3], implied))
+    return None
+
+
+def existing_cache(out, positions, block_table):
+    """quantize_kv's out, the (values, scales) of a cache to write into, or None for new arrays,
+    which positions and block_table (they place rows in a cache) cannot go with."""
+    if out is None:
+        if positions is not None or block_table is not None:
+            raise ValueError("positions and block_table place rows in an existing cache: "
+                             "give it as out=(values, scales)")
+        return None
+    if not isinstance(out, tuple) or len(out) != 2:
+        raise ValueError("out must be a (values, scales) pair")
+    return out
+
+
+def run_quantize_kv(ctx, src, values, scales, positions=None, block_table=None):
+    """sattn_quantize_kv on Views (positions and block_table optional Views). Shared by
+    streamattn.torch."""
+    options = N.QuantizeKVOptions()
+    options.struct_size = ctypes.sizeof(options)
+    if positions is not None:
+        options.positions = ctypes.pointer(positions.tensor)
+    if block_table is not None:
+        options.block_table = ctypes.pointer(block_table.tensor)
+    _check(_lib.sattn_quantize_kv(ctx.handle, src.ref(), values.ref(), scales.ref(),
+                                  ctypes.byref(options)))
+
+
+def quantize_kv(src, format=None, *, group=None, scales_dtype="float16", scale=None, out=None,
+                positions=None, block_table=None, context=None):
+    """Quantizes K or V rows into a quantized cache, sattn_quantize_kv; returns
+    QuantizedKV(values, scales), the pair attention() takes for k or v.
+
+    src: [batch, n, heads_kv, head_dim] float32, float16 or bfloat16, any strides; every
+    element finite (a NaN or infinity is an InvalidArgumentError naming its index, and nothing
+    is written). format (default: out's, else "i8"):
+      "i8"       int8 values, q = x / scale rounded to nearest even and saturated to
+                 [-127, 127]; one scale per group of `group` consecutive channels of a row
+                 (default 32, or head_dim if smaller; head_dim gives one a row: "per row"),
+                 max |x| / 127 of the group rounded to
+                 scales_dtype ("float16", the default, or "float32"; f16 saturates at 65504).
+      "i4"       4-bit values packed two a byte into uint8 [..., head_dim // 2]: element 2j of a
+                 row in the low 4 bits of byte j, element 2j + 1 in the high 4 bits, each a
+                 two's-complement q in [-7, 7] (readers take -8), scale max |x| / 7 of the
+                 group. Its rows must be whole bytes (the last axis adjacent bytes); the
+                 library's view counts elements (half bytes), which this conversion does.
+      "fp8_e4m3" ml_dtypes.float8_e4m3fn values, the nearest E4M3 to x / scale, saturated to
+                 +-448; scale= is the caller's: float32 [heads_kv] (a scale per kv head) or [1]
+                 or a number (one for the tensor), each finite and > 0, typically
+                 max |x| / 448 over what the cache will hold. Returned as the float32 array.
+    out: (values, scales) to write into, an existing cache (any strides): [batch, cache_len,
+    heads_kv, ...], or pages [num_pages, page_size, heads_kv, ...] with block_table (int32
+    [batch, max_pages], as attention's); row t of sequence b goes to key positions[b] + t
+    (positions: int32 [batch], default 0). For fp8, out's scales (or scale=) are read. Without
+    out, new arrays of src's shape are returned (positions and block_table need out)."""
+    ctx = context or default_context()
+    sv = _views.view("src", src)
+    if existing_cache(out, positions, block_table) is None:
+        code = format_code("i8" if format is None else format)
+        values_shape, scales_shape = new_cache_shapes("src", sv.shape, code, group)
+        values = np.empty(values_shape, _views.float8_e4m3_dtype()
+                          if code == N.DTYPE_FP8_E4M3 else np.int8 if code == N.DTYPE_I8
+                          else np.uint8)
+        scales = None if scales_shape is None else np.empty(
+            scales_shape, _views.numpy_dtype(scales_dtype_code(scales_dtype)))
+    else:
+        values, scales = out
+    vv = _views.view("values", values, writable=True, cache=True)
+    if format is not None and format_code(format) != vv.dtype:
+        raise ValueError("format=%r but out's values hold %s"
+                         % (format, N.DTYPE_NAMES.get(vv.dtype, vv.dtype)))
+    is_fp8 = vv.dtype == N.DTYPE_FP8_E4M3
+    scv = None if scales is None or is_fp8 else _views.view("scales", scales, writable=True)
+    fp8_scale = check_quantize_scales(vv.dtype, vv, scales if is_fp8 else scv, scale, group)
+    if fp8_scale is not None:
+        scv = scales_view("scales", fp8_scale, vv.dtype)
+        scales = scv.keepalive
+    run_quantize_kv(ctx, sv, vv, scv,
+                    None if positions is None else _views.small_view("positions", positions,
+                                                                     np.int32),
+                    None if block_table is None else _views.small_view("block_table",
+                                                                       block_table, np.int32))
+    return QuantizedKV(values, scales)
 
 
 def merge_states(o_parts, lse_parts, *, out=None, lse_out=None, return_lse=False, dtype=None,

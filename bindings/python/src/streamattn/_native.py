@@ -25,8 +25,11 @@ DTYPE_F32 = 1
 DTYPE_F16 = 2
 DTYPE_BF16 = 3
 DTYPE_I32 = 4
+DTYPE_I8 = 5  # the quantized KV-cache formats (the header has their bytes)
+DTYPE_FP8_E4M3 = 6
+DTYPE_I4 = 7  # two elements a byte; views count shape and strides in elements
 DTYPE_NAMES = {DTYPE_F32: "float32", DTYPE_F16: "float16", DTYPE_BF16: "bfloat16",
-               DTYPE_I32: "int32"}
+               DTYPE_I32: "int32", DTYPE_I8: "i8", DTYPE_FP8_E4M3: "fp8_e4m3", DTYPE_I4: "i4"}
 
 # sattn_device
 DEVICE_CPU = 0
@@ -95,6 +98,16 @@ class AttentionOptions(ctypes.Structure):
         ("seqused_k", _TensorP),
         ("block_table", _TensorP),
         ("f32_pv", ctypes.c_int32),
+        ("k_scales", _TensorP),  # the third version
+        ("v_scales", _TensorP),
+    ]
+
+
+class QuantizeKVOptions(ctypes.Structure):
+    _fields_ = [
+        ("struct_size", ctypes.c_uint32),
+        ("positions", _TensorP),
+        ("block_table", _TensorP),
     ]
 
 
@@ -134,6 +147,7 @@ def _declare(lib):
         "sattn_context_set_cuda_stream": (status, [ctx_p, c.c_void_p]),
         "sattn_exp2": (status, [ctx_p, c.c_void_p, c.c_void_p, c.c_int64]),
         "sattn_attention": (status, [ctx_p, t, t, t, t, t, c.POINTER(AttentionOptions)]),
+        "sattn_quantize_kv": (status, [ctx_p, t, t, t, c.POINTER(QuantizeKVOptions)]),
         "sattn_merge_states": (status, [ctx_p, c.c_int32, t, t, t, t]),
         "sattn_softmax": (status, [ctx_p, t, t, c.POINTER(SoftmaxOptions)]),
         "sattn_log_softmax": (status, [ctx_p, t, t, c.POINTER(SoftmaxOptions)]),

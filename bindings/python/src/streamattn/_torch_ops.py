@@ -30,14 +30,15 @@ _I64x4 = ctypes.c_int64 * N.MAX_NDIM
 # ------------------------------------------------------------------ tensors and contexts
 
 
-def tensor_view(name, t):
+def tensor_view(name, t, cache=False):
     """A View of a torch tensor through its data pointer and strides (no copy, and no DLPack
     capsule: a few microseconds a tensor matter for decoding steps). CPU tensors become host
-    views, CUDA tensors device views; anything else is refused."""
-    code = _views.dtype_code(t.dtype)
+    views, CUDA tensors device views; anything else is refused. cache: t may also be a
+    quantized cache's values (int8, float8_e4m3fn, or uint8 bytes of packed i4 pairs, viewed
+    in elements as the library counts them)."""
+    code = (_views.cache_dtype_code if cache else _views.dtype_code)(t.dtype)
     if code is None:
-        raise TypeError("%s: dtype %s is not supported (float32, float16, bfloat16, int32)"
-                        % (name, t.dtype))
+        raise _views._unsupported(name, t.dtype, cache)
     _views._check_rank(name, t.dim())
     device = t.device
     if device.type == "cpu":
@@ -46,9 +47,11 @@ def tensor_view(name, t):
         where, index = N.DEVICE_CUDA, device.index or 0
     else:
         raise TypeError("%s: device %s is neither the CPU nor CUDA" % (name, device))
-    shape = t.shape
+    shape, strides = t.shape, t.stride()
+    if code == N.DTYPE_I4:
+        shape, strides = _views.i4_layout(name, shape, strides)
     view = N.Tensor(t.data_ptr(), code, where, index, len(shape), _I64x4(*shape),
-                    _I64x4(*t.stride()))
+                    _I64x4(*strides))
     return _views.View(view, t)
 
 
@@ -113,25 +116,34 @@ def _dtype_or(dtype, default):
 # ------------------------------------------------------------------ attention
 
 
+def head_dim(values):
+    """A k or v cache's head_dim: its last extent, twice that for packed i4 bytes (uint8)."""
+    return values.shape[-1] * (2 if values.dtype == torch.uint8 else 1)
+
+
 def attention_out_shape(q, v, heads_first):
     if q.dim() != 4 or v.dim() != 4:
         raise ValueError("q and v must have 4 dims ([batch, seq, heads, head_dim]); got q %s, "
                          "v %s" % (tuple(q.shape), tuple(v.shape)))
     batch, seq_q, heads_q, _ = q.shape
     if heads_first:
-        return (batch, heads_q, seq_q, v.shape[3]), (batch, heads_q, seq_q)
-    return (batch, seq_q, heads_q, v.shape[3]), (batch, heads_q, seq_q)
+        return (batch, heads_q, seq_q, head_dim(v)), (batch, heads_q, seq_q)
+    return (batch, seq_q, heads_q, head_dim(v)), (batch, heads_q, seq_q)
 
 
 def _attention_into(q, k, v, out, lse, scale, causal, window_left, window_right, softcap,
-                    alibi_slopes, mask, sinks, seqused_k, block_table, f32_pv, context):
-    """sattn_attention on torch tensors: out (and lse, if given) in streamattn's layout."""
+                    alibi_slopes, mask, sinks, seqused_k, block_table, f32_pv, context,
+                    k_scales=None, v_scales=None):
+    """sattn_attention on torch tensors: out (and lse, if given) in streamattn's layout; k and
+    v of a quantized format with their k_scales and v_scales."""
     ctx = _context(context)
-    views = [tensor_view(n, t.detach()) for n, t in (("q", q), ("k", k), ("v", v), ("out", out))]
+    views = [tensor_view(n, t.detach(), cache=n in ("k", "v"))
+             for n, t in (("q", q), ("k", k), ("v", v), ("out", out))]
     lv = None if lse is None else tensor_view("lse", lse)
     tensor_options = {}
     for name, t in (("alibi_slopes", alibi_slopes), ("sinks", sinks), ("seqused_k", seqused_k),
-                    ("block_table", block_table), ("mask", mask)):
+                    ("block_table", block_table), ("mask", mask), ("k_scales", k_scales),
+                    ("v_scales", v_scales)):
         if t is not None:
             tensor_options[name] = tensor_view(name, t.detach())
     window = None
@@ -149,22 +161,25 @@ def attention_op(q: Tensor, k: Tensor, v: Tensor, out_heads_first: bool, scale: 
                  causal: bool, window_left: int, window_right: int, softcap: Optional[float],
                  alibi_slopes: Optional[Tensor], mask: Optional[Tensor], sinks: Optional[Tensor],
                  seqused_k: Optional[Tensor], block_table: Optional[Tensor], f32_pv: bool,
-                 out_dtype: Optional[torch.dtype], context: int) -> Tuple[Tensor, Tensor]:
+                 out_dtype: Optional[torch.dtype], context: int, k_scales: Optional[Tensor] = None,
+                 v_scales: Optional[Tensor] = None) -> Tuple[Tensor, Tensor]:
     """sattn_attention into new tensors: q [b, s_q, h_q, d], k and v [b, s_k, h_kv, d(_v)] (or
-    pages with block_table) -> (out, lse float32 [b, h_q, s_q]); out is [b, s_q, h_q, d_v], or
-    [b, h_q, s_q, d_v] when out_heads_first, contiguous either way, of out_dtype (else q's)."""
+    pages with block_table; or quantized, with k_scales and v_scales) -> (out, lse float32
+    [b, h_q, s_q]); out is [b, s_q, h_q, d_v], or [b, h_q, s_q, d_v] when out_heads_first,
+    contiguous either way, of out_dtype (else q's)."""
     out_shape, lse_shape = attention_out_shape(q, v, out_heads_first)
     out = torch.empty(out_shape, dtype=_dtype_or(out_dtype, q.dtype), device=q.device)
     lse = torch.empty(lse_shape, dtype=torch.float32, device=q.device)
     _attention_into(q, k, v, out.transpose(1, 2) if out_heads_first else out, lse, scale, causal,
                     window_left, window_right, softcap, alibi_slopes, mask, sinks, seqused_k,
-                    block_table, f32_pv, context)
+                    block_table, f32_pv, context, k_scales, v_scales)
     return out, lse
 
 
 @attention_op.register_fake
 def _(q, k, v, out_heads_first, scale, causal, window_left, window_right, softcap, alibi_slopes,
-      mask, sinks, seqused_k, block_table, f32_pv, out_dtype, context):
+      mask, sinks, seqused_k, block_table, f32_pv, out_dtype, context, k_scales=None,
+      v_scales=None):
     out_shape, lse_shape = attention_out_shape(q, v, out_heads_first)
     return (q.new_empty(out_shape, dtype=_dtype_or(out_dtype, q.dtype)),
             q.new_empty(lse_shape, dtype=torch.float32))
@@ -175,16 +190,92 @@ def attention_out_op(q: Tensor, k: Tensor, v: Tensor, out: Tensor, lse: Optional
                      scale: Optional[float], causal: bool, window_left: int, window_right: int,
                      softcap: Optional[float], alibi_slopes: Optional[Tensor],
                      mask: Optional[Tensor], sinks: Optional[Tensor], seqused_k: Optional[Tensor],
-                     block_table: Optional[Tensor], f32_pv: bool, context: int) -> None:
+                     block_table: Optional[Tensor], f32_pv: bool, context: int,
+                     k_scales: Optional[Tensor] = None,
+                     v_scales: Optional[Tensor] = None) -> None:
     """sattn_attention into the caller's out [b, s_q, h_q, d_v] (any strides; it may be q
     itself) and, when given, lse float32 [b, h_q, s_q]."""
     _attention_into(q, k, v, out, lse, scale, causal, window_left, window_right, softcap,
-                    alibi_slopes, mask, sinks, seqused_k, block_table, f32_pv, context)
+                    alibi_slopes, mask, sinks, seqused_k, block_table, f32_pv, context, k_scales,
+                    v_scales)
 
 
 @attention_out_op.register_fake
 def _(q, k, v, out, lse, scale, causal, window_left, window_right, softcap, alibi_slopes, mask,
-      sinks, seqused_k, block_table, f32_pv, context):
+      sinks, seqused_k, block_table, f32_pv, context, k_scales=None, v_scales=None):
+    return None
+
+
+# ------------------------------------------------------------------ quantized KV caches
+
+STORAGE = {N.DTYPE_I8: torch.int8, N.DTYPE_FP8_E4M3: torch.float8_e4m3fn,
+            N.DTYPE_I4: torch.uint8}  # i4: bytes of two elements
+_SCALES = {N.DTYPE_F16: torch.float16, N.DTYPE_F32: torch.float32}
+
+
+def quantized_shapes(src, format, group, scales_dtype):
+    """(values shape and dtype, scales shape and dtype) of a new cache of src's rows; an fp8
+    cache's scales are the caller's [heads_kv] or [1] (the scale argument, copied)."""
+    code = _api.format_code(format)
+    values, scales = _api.new_cache_shapes("src", tuple(src.shape), code, group)
+    scales_dtype = _SCALES[_api.scales_dtype_code(scales_dtype)] if scales else torch.float32
+    return (values, STORAGE[code]), (scales, scales_dtype)
+
+
+def _quantize_into(src, values, scales, scale, positions, block_table, group, context):
+    """sattn_quantize_kv on torch tensors: src's rows into values and, for i8 and i4, scales
+    (written); an fp8 cache reads `scale`."""
+    ctx = _context(context)
+    sv = tensor_view("src", src.detach())
+    vv = tensor_view("values", values, cache=True)
+    scv = None if scales is None else tensor_view("scales", scales)
+    fp8_scale = _api.check_quantize_scales(vv.dtype, vv, scv, scale, group)
+    if fp8_scale is not None:
+        scv = tensor_view("scales", fp8_scale.detach())
+    extra = [None if t is None else tensor_view(name, t)
+             for name, t in (("positions", positions), ("block_table", block_table))]
+    _on_stream(ctx, [sv, vv, scv] + extra)
+    _api.run_quantize_kv(ctx, sv, vv, scv, *extra)
+
+
+@torch.library.custom_op("streamattn::quantize_kv", mutates_args=())
+def quantize_kv_op(src: Tensor, format: str, group: Optional[int], scales_dtype: torch.dtype,
+                   scale: Optional[Tensor], context: int) -> Tuple[Tensor, Tensor]:
+    """sattn_quantize_kv into new tensors: src [b, n, h_kv, d] -> (values, scales) of `format`
+    ("i8" int8, "i4" uint8 [b, n, h_kv, d / 2] packed pairs, "fp8_e4m3" float8_e4m3fn):
+    scales_dtype [b, n, h_kv, d / group] group scales, or for fp8 a float32 copy of scale."""
+    (v_shape, v_dtype), (s_shape, s_dtype) = quantized_shapes(src, format, group, scales_dtype)
+    values = torch.empty(v_shape, dtype=v_dtype, device=src.device)
+    if s_shape is None:  # fp8: the scale read, returned as a new tensor (ops return no aliases)
+        _api.check_quantize_scales(N.DTYPE_FP8_E4M3, None, None, scale, group)
+        scales = scale.detach().to(torch.float32, copy=True).reshape(-1)
+        _quantize_into(src, values, None, scales, None, None, group, context)
+    else:
+        scales = torch.empty(s_shape, dtype=s_dtype, device=src.device)
+        _quantize_into(src, values, scales, scale, None, None, group, context)
+    return values, scales
+
+
+@quantize_kv_op.register_fake
+def _(src, format, group, scales_dtype, scale, context):
+    (v_shape, v_dtype), (s_shape, s_dtype) = quantized_shapes(src, format, group, scales_dtype)
+    if s_shape is None:
+        s_shape = (1 if scale is None else scale.numel(),)
+    return src.new_empty(v_shape, dtype=v_dtype), src.new_empty(s_shape, dtype=s_dtype)
+
+
+@torch.library.custom_op("streamattn::quantize_kv_out", mutates_args=("values", "scales"))
+def quantize_kv_out_op(src: Tensor, values: Tensor, scales: Optional[Tensor],
+                       scale: Optional[Tensor], positions: Optional[Tensor],
+                       block_table: Optional[Tensor], group: Optional[int],
+                       context: int) -> None:
+    """sattn_quantize_kv into the caller's cache: values (any strides; paged with block_table)
+    and, for i8 and i4, scales (written); an fp8 cache reads scale (scales None)."""
+    _quantize_into(src, values, scales, scale, positions, block_table, group, context)
+
+
+@quantize_kv_out_op.register_fake
+def _(src, values, scales, scale, positions, block_table, group, context):
     return None
 
 

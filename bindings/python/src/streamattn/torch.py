@@ -4,6 +4,7 @@
     out = sat.attention(q, k, v, causal=True)                 # [batch, seq, heads, dim], ours
     out = sat.attention(q, k, v, causal=True, layout="bhsd")  # torch's [batch, heads, seq, dim]
     out = sat.scaled_dot_product_attention(q, k, v, is_causal=True)   # SDPA's signature
+    out = sat.attention(q, sat.quantize_kv(k, "i8"), sat.quantize_kv(v, "i8"))  # int8 cache
     sat.register_transformers()   # then from_pretrained(..., attn_implementation="streamattn")
 
 Importable only where torch is installed (the streamattn package itself needs only numpy).
@@ -27,11 +28,15 @@ if not hasattr(torch.library, "custom_op"):
     raise ImportError("streamattn.torch needs torch 2.4 or newer (torch.library.custom_op); "
                       "this is torch %s" % torch.__version__)
 
+from . import _api, _native  # noqa: E402
 from . import _torch_ops as _ops  # noqa: E402  (after the version check)
 from ._torch_transformers import register_transformers, transformers_attention  # noqa: E402
 
-__all__ = ["attention", "merge_states", "softmax", "log_softmax", "softmax_topk",
-           "scaled_dot_product_attention", "register_transformers", "transformers_attention"]
+QuantizedKV = _api.QuantizedKV
+
+__all__ = ["attention", "quantize_kv", "QuantizedKV", "merge_states", "softmax", "log_softmax",
+           "softmax_topk", "scaled_dot_product_attention", "register_transformers",
+           "transformers_attention"]
 
 _LAYOUTS = ("bshd", "bhsd")
 
@@ -56,6 +61,17 @@ def _small(x, dtype, device):
     if isinstance(x, torch.Tensor):
         return x if x.dtype == dtype else x.to(dtype)
     return torch.as_tensor(x, dtype=dtype, device=device)
+
+
+def _cache(name, cache, heads_first, device):
+    """attention's k or v as (values, scales) in streamattn's layout: a tensor (scales None),
+    or a quantized cache's pair; an fp8 cache's scale may be a number or any float tensor."""
+    values, scales = _api.cache_pair(name, cache)
+    if scales is None:
+        return _as_ours(values, heads_first), None
+    if values.dtype == torch.float8_e4m3fn:
+        return _as_ours(values, heads_first), _small(scales, torch.float32, device).reshape(-1)
+    return _as_ours(values, heads_first), _as_ours(scales, heads_first)
 
 
 def _window(window):
@@ -91,17 +107,65 @@ def attention(q, k, v, *, layout="bshd", scale=None, causal=False, window=None, 
                _small(sinks, torch.float32, q.device), _small(seqused_k, torch.int32, q.device),
                _small(block_table, torch.int32, q.device), bool(f32_pv))
     key = _ops.context_key(context)
-    q, k, v = (_as_ours(x, heads_first) for x in (q, k, v))
+    q = _as_ours(q, heads_first)
+    (k, k_scales), (v, v_scales) = (_cache(name, x, heads_first, q.device)
+                                    for name, x in (("k", k), ("v", v)))
     if out is None and lse is None:
-        out, lse = _ops.attention_op(q, k, v, heads_first, *options, dtype, key)
+        out, lse = _ops.attention_op(q, k, v, heads_first, *options, dtype, key, k_scales,
+                                     v_scales)
         return (out, lse) if return_lse else out
     out_shape, lse_shape = _ops.attention_out_shape(q, v, heads_first)
     if out is None:
         out = q.new_empty(out_shape, dtype=q.dtype if dtype is None else dtype)
     if lse is None and return_lse:
         lse = q.new_empty(lse_shape, dtype=torch.float32)
-    _ops.attention_out_op(q, k, v, _as_ours(out, heads_first), lse, *options, key)
+    _ops.attention_out_op(q, k, v, _as_ours(out, heads_first), lse, *options, key, k_scales,
+                          v_scales)
     return (out, lse) if lse is not None else out
+
+
+def quantize_kv(src, format=None, *, layout="bshd", group=None, scales_dtype=torch.float16,
+                scale=None, out=None, positions=None, block_table=None, context=None):
+    """Quantizes K or V rows into a quantized cache (streamattn.quantize_kv, whose docstring
+    has the formats' rules) on torch tensors: returns QuantizedKV(values, scales), which
+    attention() takes for k or v.
+
+    src: [batch, n, heads_kv, head_dim] (layout "bhsd": [batch, heads_kv, n, head_dim]),
+    float32, float16 or bfloat16, any strides, every element finite. format (default: out's,
+    else "i8"): "i8" torch.int8 values; "i4" torch.uint8 [..., head_dim // 2], element 2j of a
+    row in the low 4 bits of byte j and 2j + 1 in the high 4 bits; both with `scales_dtype`
+    (torch.float16 or torch.float32) group scales [..., head_dim // group] (group default 32, or
+    head_dim if smaller).
+    "fp8_e4m3" torch.float8_e4m3fn values, with scale= float32 [heads_kv] or [1] (or a number):
+    x / scale is stored; the returned scales are a float32 copy of it.
+    New tensors ([batch, n, heads_kv, ...] in memory, whose transposed views layout "bhsd"
+    returns) unless out=(values, scales) is given, an existing cache
+    in `layout` (pages with block_table, int32 [batch, max_pages]), into which row t of
+    sequence b goes at key positions[b] + t (positions: int32 [batch]); an fp8 cache's out
+    scales (or scale=) are read."""
+    heads_first = _heads_first(layout)
+    key = _ops.context_key(context)
+    src = _as_ours(src, heads_first)
+    if scale is not None:
+        scale = _small(scale, torch.float32, src.device).reshape(-1)
+    if _api.existing_cache(out, positions, block_table) is None:
+        values, scales = _ops.quantize_kv_op(src, "i8" if format is None else format, group,
+                                             scales_dtype, scale, key)
+        return QuantizedKV(_as_ours(values, heads_first),
+                           _as_ours(scales, heads_first) if scales.dim() == 4 else scales)
+    values, scales = out
+    if format is not None and _ops.STORAGE[_api.format_code(format)] != values.dtype:
+        raise ValueError("format=%r but out's values are %s" % (format, values.dtype))
+    options = (_small(positions, torch.int32, src.device),
+               _small(block_table, torch.int32, src.device), group, key)
+    values_ours = _as_ours(values, heads_first)
+    if values.dtype == torch.float8_e4m3fn:  # its scale is read: out's, or scale=
+        read = _api.check_quantize_scales(_native.DTYPE_FP8_E4M3, None, scales, scale, group)
+        read = _small(read, torch.float32, src.device).reshape(-1)
+        _ops.quantize_kv_out_op(src, values_ours, None, read, *options)
+        return QuantizedKV(values, read)
+    _ops.quantize_kv_out_op(src, values_ours, _as_ours(scales, heads_first), scale, *options)
+    return QuantizedKV(values, scales)
 
 
 def merge_states(o_parts, lse_parts, *, layout="bshd", out=None, lse_out=None, return_lse=False,
