@@ -129,6 +129,10 @@ struct I8Element {
     const int64_t e = reinterpret_cast<const uint8_t*>(row) - lookup.values + i;
     return static_cast<float>(row[i]) * ScaleAsFloat(lookup.At(e));
   }
+  // The scale of the value at `row` (the next groups' follow it).
+  const S* ScaleOf(const Stored* row) const {
+    return lookup.At(reinterpret_cast<const uint8_t*>(row) - lookup.values);
+  }
   // Values i.. i + Lanes(d) - 1 of a row, as f32, unscaled.
   template <class D>
   static HWY_INLINE hn::Vec<D> LoadInts(D d, const Stored* HWY_RESTRICT row, size_t i) {
@@ -157,6 +161,8 @@ struct I4Element {
     const int64_t e = 2 * (row - lookup.values) + i;
     return IntAt(row, i) * ScaleAsFloat(lookup.At(e));
   }
+  // The scale of the value at `row` (an even element; the next groups' follow it).
+  const S* ScaleOf(const Stored* row) const { return lookup.At(2 * (row - lookup.values)); }
   // Values i.. i + Lanes(d) - 1 of a row, as f32, unscaled: the Lanes(d) / 2 bytes' low and
   // high halves split, interleaved back into element order, sign-extended (i is even but on
   // SCALAR, whose one lane takes either half).

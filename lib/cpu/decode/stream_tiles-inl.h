@@ -44,6 +44,7 @@
 #include "cpu/attention_scratch-inl.h"
 #include "cpu/decode/decode_tile-inl.h"
 #include "cpu/decode/dot_scores-inl.h"
+#include "cpu/decode/scaled_row_step-inl.h"
 #include "cpu/kv_rows-inl.h"
 #include "cpu/pv_block-inl.h"
 #include "cpu/work_item-inl.h"
@@ -133,7 +134,10 @@ HWY_NOINLINE void StreamStep(D d, const E& k_element, const E& v_element, const 
       const CacheRows<E> keys{k_element, k_rows + j, static_cast<ptrdiff_t>(h) * k_stride,
                               next,      nullptr,    0};
       float* st = score_tiles + h * plan.packed_st_stride;
-      if constexpr (kRows > 0) {
+      if constexpr (kRows == 1 && E::kGroupScales) {
+        static_assert(kStreamStepKeys == 4, "a step is one ScaledDotRow of 4 keys");
+        ScaledDotRow(d, head.q, keys, 0, plan.dim_pad, st + j);
+      } else if constexpr (kRows > 0) {
         static_assert(kStreamStepKeys == 4, "a step is one DotBlock of 4 keys, or two of 2");
         constexpr size_t kKeys = StepBlock<kRows>();
         for (size_t c = 0; c < kStreamStepKeys; c += kKeys) {
@@ -165,8 +169,12 @@ HWY_NOINLINE void StreamStep(D d, const E& k_element, const E& v_element, const 
         // registers otherwise, 4-15% slower from L2 (alternated, f16, one thread).
         constexpr size_t kNv = StepBlock<kRows>();
         for (size_t v = 0; v < dvp / N; v += kNv) {
-          PVColumnBlock<kRows, kNv, /*kInline=*/true>(d, v, dvp, p, kRows, values, kStreamStepKeys,
-                                                      head.o, head_alpha);
+          if constexpr (E::kGroupScales) {
+            ScaledPVRow<kNv>(d, v, p, values, kStreamStepKeys, head.o, head_alpha);
+          } else {
+            PVColumnBlock<kRows, kNv, /*kInline=*/true>(d, v, dvp, p, kRows, values,
+                                                        kStreamStepKeys, head.o, head_alpha);
+          }
         }
       } else {
         AccumulatePackedPV(d, plan, rows, kStreamStepKeys, values, head, p, head_alpha);
