@@ -17,6 +17,8 @@
 #include "core/attention_args.h"
 #include "cpu/prefill/avx512_bf16_tiles-inl.h"
 #include "cpu/prefill/f32_fma_tiles-inl.h"
+#include "cpu/prefill/neon_bf16_tiles-inl.h"
+#include "cpu/prefill/neon_fp16_tiles-inl.h"
 #include "hwy/highway.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -34,12 +36,19 @@ HWY_INLINE bool WithNativeTiles(const AttentionArgs& a, int32_t cpu_kernel, int3
 }
 
 // Calls f with a value of the tile kernel this call's prefill runs, given the context's
-// cpu_kernel (a sattn_cpu_kernel): native bf16 dot products where q, k and v are bf16, the CPU
-// has them and the context allows them (P.V in f32 when the call asks); else f32 FMAs.
+// cpu_kernel (a sattn_cpu_kernel): native bf16 or f16 products where q, k and v are of that
+// dtype, the CPU has them and the context allows them (P.V in f32 when the call asks); else
+// f32 FMAs.
 template <class F>
 HWY_INLINE void WithPrefillTiles(const AttentionArgs& a, int32_t cpu_kernel, F&& f) {
 #if SATTN_AVX512_BF16_TILES
   if (WithNativeTiles<Avx512Bf16Tiles>(a, cpu_kernel, SATTN_CPU_KERNEL_AVX512_BF16, f)) return;
+#endif
+#if SATTN_NEON_BF16_TILES
+  if (WithNativeTiles<NeonBf16Tiles>(a, cpu_kernel, SATTN_CPU_KERNEL_NEON_BF16, f)) return;
+#endif
+#if SATTN_NEON_FP16_TILES
+  if (WithNativeTiles<NeonFp16Tiles>(a, cpu_kernel, SATTN_CPU_KERNEL_NEON_FP16, f)) return;
 #endif
   (void)a, (void)cpu_kernel;  // no native kernel on this target, or none the call can take
   std::forward<F>(f)(F32FmaTiles{});
