@@ -3,11 +3,12 @@
 // - AVX512_BF16's vdpbf16ps (Bf16ScoreBlock, Bf16PVBlock, prefill/avx512_bf16_tiles-inl.h):
 //   per f32 lane acc += a[2i+1] * b[2i+1], then acc += a[2i] * b[2i], each product exact and
 //   each sum rounded to nearest even, subnormal inputs read as zero, subnormal results flushed;
-// - Arm's BFDOT (NeonBf16ScoreBlock, NeonBf16PVBlock, prefill/neon_bf16_tiles-inl.h), as the
-//   Arm ARM defines it with FPCR.EBF 0: acc = RO(acc + RO(a[2i] b[2l] + a[2i+1] b[2l+1])),
+// - Arm's BFDOT (NeonPairScoreBlock<BfdotPairs>, NeonBf16PVBlock, prefill/neon_bf16_tiles-inl.h),
+//   as the Arm ARM defines it with FPCR.EBF 0: acc = RO(acc + RO(a[2i] b[2l] + a[2i+1] b[2l+1])),
 //   rounding to odd, subnormal inputs and results flushed to zero;
-// - Arm's FMLAL/FMLAL2 (NeonFp16ScoreBlock, NeonFp16PVBlock, prefill/neon_fp16_tiles-inl.h):
-//   acc = RN(acc + a * b), the product of two halves exact, subnormals kept (FPCR.FZ, FZ16 0);
+// - Arm's FMLAL/FMLAL2 (NeonPairScoreBlock<FmlalPairs>, NeonFp16PVBlock,
+//   prefill/neon_fp16_tiles-inl.h): acc = RN(acc + a * b), the product of two halves exact,
+//   subnormals kept (FPCR.FZ and FZ16 0);
 // and the rounding of P for the P.V (to bf16 in pairs, to f16 in place) against core/dtype.h's
 // scalar conversions. A kernel this host or target cannot run is reported as skipped, naming
 // it, never as passed.
@@ -15,6 +16,8 @@
 #include <cstdint>
 #include <cstring>
 #include <random>
+#include <sstream>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -155,8 +158,9 @@ void CheckScoreBlock(std::mt19937& rng, size_t pairs, const Model& model) {
   }
 }
 
-// O rows of MR x NV vectors of Blocks::kColumns columns, with padding columns that the block
-// must leave as they are, and the expected O = alpha O (or O) before the products.
+// O rows of `columns` columns, with padding columns that a P.V block must leave as they are;
+// Check compares the block's result with expected(start, r, x), start being alpha O (or O)
+// before the products.
 struct OBlock {
   std::vector<float> o, o_in, alpha;
   size_t ldo;
@@ -167,8 +171,20 @@ struct OBlock {
     for (float& x : alpha) x = u(rng);
     o_in = o;
   }
-  float Start(size_t r, size_t x, bool with_alpha) const {
-    return with_alpha ? o_in[r * ldo + x] * alpha[r] : o_in[r * ldo + x];
+  template <class Expected>
+  void Check(size_t rows, size_t columns, bool with_alpha, const Expected& expected,
+             const std::string& block) const {
+    for (size_t r = 0; r < rows; ++r) {
+      for (size_t x = 0; x < ldo; ++x) {
+        if (x >= columns) {
+          ASSERT_EQ(o[r * ldo + x], o_in[r * ldo + x]) << block << " wrote past the block";
+          continue;
+        }
+        const float start = with_alpha ? o_in[r * ldo + x] * alpha[r] : o_in[r * ldo + x];
+        ASSERT_EQ(o[r * ldo + x], expected(start, r, x))
+            << block << " row " << r << " column " << x;
+      }
+    }
   }
 };
 
@@ -183,18 +199,15 @@ void CheckPairedPVBlock(std::mt19937& rng, size_t pairs, bool with_alpha, const 
   OBlock o(rng, MR, kColumns);
   Blocks::template PVBlock<MR, NV>(p.data(), ldp, v.data(), ldv, pairs, o.o.data(), o.ldo,
                                    with_alpha ? o.alpha.data() : nullptr);
-  for (size_t r = 0; r < MR; ++r) {
-    for (size_t x = 0; x < o.ldo; ++x) {
-      if (x >= kColumns) {
-        ASSERT_EQ(o.o[r * o.ldo + x], o.o_in[r * o.ldo + x]) << "wrote past the block";
-        continue;
-      }
-      float acc = o.Start(r, x, with_alpha);
-      for (size_t j = 0; j < pairs; ++j) acc = model(acc, v[j * ldv + x], p[j * ldp + r]);
-      ASSERT_EQ(o.o[r * o.ldo + x], acc) << Blocks::kName << " P.V MR " << MR << " NV " << NV
-                                         << " pairs " << pairs << " row " << r << " column " << x;
-    }
-  }
+  std::ostringstream block;
+  block << Blocks::kName << " P.V MR " << MR << " NV " << NV << " pairs " << pairs;
+  o.Check(
+      MR, kColumns, with_alpha,
+      [&](float acc, size_t r, size_t x) {
+        for (size_t j = 0; j < pairs; ++j) acc = model(acc, v[j * ldv + x], p[j * ldp + r]);
+        return acc;
+      },
+      block.str());
 }
 
 // Every score and P.V block of a bf16 dot product, on pair counts with every tail.
@@ -262,20 +275,17 @@ void CheckFp16PVBlock(std::mt19937& rng, size_t keys, bool with_alpha) {
   OBlock o(rng, MR, kColumns);
   NeonFp16PVBlock<MR, NV>(p.data(), ldp, v.data(), ldv, keys, o.o.data(), o.ldo,
                           with_alpha ? o.alpha.data() : nullptr);
-  for (size_t r = 0; r < MR; ++r) {
-    for (size_t x = 0; x < o.ldo; ++x) {
-      if (x >= kColumns) {
-        ASSERT_EQ(o.o[r * o.ldo + x], o.o_in[r * o.ldo + x]) << "wrote past the block";
-        continue;
-      }
-      float acc = o.Start(r, x, with_alpha);
-      for (size_t c = 0; c < keys; ++c) {
-        acc = acc + F16ToF32(v[c * ldv + x]) * F16ToF32(p[c * ldp + r]);  // the product is exact
-      }
-      ASSERT_EQ(o.o[r * o.ldo + x], acc) << "neon-fp16 P.V MR " << MR << " NV " << NV << " keys "
-                                         << keys << " row " << r << " column " << x;
-    }
-  }
+  std::ostringstream block;
+  block << "neon-fp16 P.V MR " << MR << " NV " << NV << " keys " << keys;
+  o.Check(
+      MR, kColumns, with_alpha,
+      [&](float acc, size_t r, size_t x) {
+        for (size_t c = 0; c < keys; ++c) {
+          acc = acc + F16ToF32(v[c * ldv + x]) * F16ToF32(p[c * ldp + r]);  // the product is exact
+        }
+        return acc;
+      },
+      block.str());
 }
 
 void TestNeonFp16BlocksMatchTheInstruction() {

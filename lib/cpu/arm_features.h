@@ -14,23 +14,21 @@
 
 namespace streamattn {
 
-// FEAT_BF16: BFDOT, BFMMLA and BFCVT on NEON registers (HWCAP2_BF16, bit 14).
-inline bool ArmHasBf16() {
+// Bit `bit` of HWCAP (hwcap2 false) or HWCAP2.
+inline bool ArmHwcapBit(bool hwcap2, int bit) {
 #if SATTN_ARM_HWCAPS
-  return (getauxval(AT_HWCAP2) & (1UL << 14)) != 0;
+  return (getauxval(hwcap2 ? AT_HWCAP2 : AT_HWCAP) >> bit) & 1;
 #else
+  (void)hwcap2, (void)bit;
   return false;
 #endif
 }
 
-// FEAT_FHM: FMLAL and FMLAL2, f16 products widened into f32 sums (HWCAP_ASIMDFHM, bit 23).
-inline bool ArmHasFhm() {
-#if SATTN_ARM_HWCAPS
-  return (getauxval(AT_HWCAP) & (1UL << 23)) != 0;
-#else
-  return false;
-#endif
-}
+// FEAT_BF16: BFDOT, BFMMLA and BFCVT on NEON registers (HWCAP2_BF16).
+inline bool ArmHasBf16() { return ArmHwcapBit(/*hwcap2=*/true, 14); }
+
+// FEAT_FHM: FMLAL and FMLAL2, f16 products widened into f32 sums (HWCAP_ASIMDFHM).
+inline bool ArmHasFhm() { return ArmHwcapBit(/*hwcap2=*/false, 23); }
 
 }  // namespace streamattn
 

@@ -139,15 +139,9 @@ struct Avx512Bf16Blocks {
   static constexpr size_t kKeys = 8, kRows = 16, kScoreVectors = 3;
   static constexpr size_t kColumns = 16, kPVRows = kMrP, kPVVectors = 4;
   template <size_t NV>
-  static void ScoreBlock(const uint16_t* k, size_t ldk, const uint32_t* q, size_t ldq, size_t pairs,
-                         float scale, float* c, size_t ldc) {
-    Bf16ScoreBlock<NV>(k, ldk, q, ldq, pairs, scale, c, ldc);
-  }
+  static constexpr auto ScoreBlock = &Bf16ScoreBlock<NV>;
   template <size_t MR, size_t NV>
-  static void PVBlock(const uint32_t* p, size_t ldp, const uint32_t* v, size_t ldv, size_t pairs,
-                      float* o, size_t ldo, const float* alpha) {
-    Bf16PVBlock<MR, NV>(p, ldp, v, ldv, pairs, o, ldo, alpha);
-  }
+  static constexpr auto PVBlock = &Bf16PVBlock<MR, NV>;
 };
 
 template <bool kF32PV>

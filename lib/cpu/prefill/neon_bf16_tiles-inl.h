@@ -11,7 +11,8 @@
 // flushed to zero, NaNs the default NaN; so says the Arm ARM where FEAT_EBF16 is absent or
 // FPCR.EBF is 0, which Linux leaves it at. The layouts are PairedBf16Tiles'
 // (prefill/paired_tiles-inl.h), shared with AVX512_BF16: the immediate picks a K pair from a
-// register of four (scores) or a row's P pair from a register of four rows (P.V).
+// register of four (scores: NeonPairScoreBlock<BfdotPairs>, prefill/neon_pair_scores-inl.h) or
+// a row's P pair from a register of four rows (P.V).
 // Cost per key and head: head_dim / 2 BFDOTs per vector of 4 rows for the scores (8 products
 // each, twice the f32 kernel's FMLA), in blocks of 8 keys x 2 vectors of rows (16
 // accumulators, the queries of 4 pairs held in 8 registers, one load of K per key and 4 pairs);
@@ -31,12 +32,12 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <cstring>
 #include <utility>
 
 #include "core/dtype.h"
 #include "cpu/arm_features.h"
 #include "cpu/prefill/native_tiles-inl.h"
+#include "cpu/prefill/neon_pair_scores-inl.h"
 #include "cpu/prefill/paired_tiles-inl.h"
 #include "hwy/highway.h"
 
@@ -55,7 +56,7 @@ namespace HWY_NAMESPACE {
 // these functions use NEON registers only, whatever the target's own attribute.
 #define SATTN_ATTR_NEON_BF16 __attribute__((target("arch=armv8.2-a+bf16")))
 
-// acc[v] += BFDOT of q[v]'s pairs with pair kLane of b, for NV vectors.
+// acc[v] += BFDOT of a[v]'s pairs with pair kLane of b, for NV vectors.
 template <int kLane, size_t NV>
 SATTN_ATTR_NEON_BF16 HWY_INLINE void DotWithPair(float32x4_t (&acc)[NV],
                                                  const bfloat16x8_t (&a)[NV], bfloat16x8_t b) {
@@ -67,67 +68,19 @@ SATTN_ATTR_NEON_BF16 HWY_INLINE bfloat16x8_t LoadPairs(const uint32_t* p) {
   return vreinterpretq_bf16_u32(vld1q_u32(p));
 }
 
-// The scores of 8 keys (rows of K along head_dim, `ldk` bf16 apart, 2 * pairs long) against
-// NV vectors of 4 query rows (pair j of row r at q[j * ldq + r], ldq 32-bit words apart),
-// scaled: C[m][r] = scale * sum_j K[m] pair j . Q[r] pair j, pairs in ascending order, at
-// c + m * ldc + r.
-template <size_t NV>
-SATTN_ATTR_NEON_BF16 HWY_NOINLINE void NeonBf16ScoreBlock(const uint16_t* HWY_RESTRICT k,
-                                                          size_t ldk,
-                                                          const uint32_t* HWY_RESTRICT q,
-                                                          size_t ldq, size_t pairs, float scale,
-                                                          float* HWY_RESTRICT c, size_t ldc) {
-  constexpr size_t kKeys = 8;
-  float32x4_t acc[kKeys][NV];
-#pragma GCC unroll 8
-  for (size_t m = 0; m < kKeys; ++m) {
-#pragma GCC unroll 4
-    for (size_t v = 0; v < NV; ++v) acc[m][v] = vdupq_n_f32(0.0f);
+// BFDOT for NeonPairScoreBlock: each query row's pair of channels (a 32-bit lane) times the
+// key's pair kPair.
+struct BfdotPairs {
+  using Vec = bfloat16x8_t;
+  static SATTN_ATTR_NEON_BF16 HWY_INLINE Vec Load(const uint16_t* p) {
+    return vreinterpretq_bf16_u16(vld1q_u16(p));
   }
-  size_t j = 0;
-  for (; j + 4 <= pairs; j += 4) {
-    bfloat16x8_t q0[NV], q1[NV], q2[NV], q3[NV];
-#pragma GCC unroll 4
-    for (size_t v = 0; v < NV; ++v) {
-      q0[v] = LoadPairs(q + j * ldq + 4 * v);
-      q1[v] = LoadPairs(q + (j + 1) * ldq + 4 * v);
-      q2[v] = LoadPairs(q + (j + 2) * ldq + 4 * v);
-      q3[v] = LoadPairs(q + (j + 3) * ldq + 4 * v);
-    }
-#pragma GCC unroll 8
-    for (size_t m = 0; m < kKeys; ++m) {
-      const bfloat16x8_t kv = vreinterpretq_bf16_u16(vld1q_u16(k + m * ldk + 2 * j));
-      DotWithPair<0>(acc[m], q0, kv);
-      DotWithPair<1>(acc[m], q1, kv);
-      DotWithPair<2>(acc[m], q2, kv);
-      DotWithPair<3>(acc[m], q3, kv);
-    }
+  template <int kPair, size_t NV>
+  static SATTN_ATTR_NEON_BF16 HWY_INLINE void Step(float32x4_t (&acc)[NV], const Vec (&q)[NV],
+                                                   Vec k) {
+    DotWithPair<kPair>(acc, q, k);
   }
-  if (j < pairs) {  // 1 to 3 pairs: K's from a zero-padded copy, never read past its row
-    const size_t left = pairs - j;
-    bfloat16x8_t q0[NV], q1[NV], q2[NV];
-#pragma GCC unroll 4
-    for (size_t v = 0; v < NV; ++v) {
-      q0[v] = LoadPairs(q + j * ldq + 4 * v);
-      q1[v] = left > 1 ? LoadPairs(q + (j + 1) * ldq + 4 * v) : q0[v];
-      q2[v] = left > 2 ? LoadPairs(q + (j + 2) * ldq + 4 * v) : q0[v];
-    }
-#pragma GCC unroll 8
-    for (size_t m = 0; m < kKeys; ++m) {
-      uint16_t padded[8] = {0};
-      std::memcpy(padded, k + m * ldk + 2 * j, left * 2 * sizeof(uint16_t));
-      const bfloat16x8_t kv = vreinterpretq_bf16_u16(vld1q_u16(padded));
-      DotWithPair<0>(acc[m], q0, kv);
-      if (left > 1) DotWithPair<1>(acc[m], q1, kv);
-      if (left > 2) DotWithPair<2>(acc[m], q2, kv);
-    }
-  }
-#pragma GCC unroll 8
-  for (size_t m = 0; m < kKeys; ++m) {
-#pragma GCC unroll 4
-    for (size_t v = 0; v < NV; ++v) vst1q_f32(c + m * ldc + 4 * v, vmulq_n_f32(acc[m][v], scale));
-  }
-}
+};
 
 // Row kR of a P.V block: acc[kR][x] += BFDOT of V's pairs vv[x] with row kR's P pair, lane
 // kR % 4 of the register of its four rows.
@@ -186,15 +139,9 @@ struct NeonBf16Blocks {
   static constexpr size_t kKeys = 8, kRows = 4, kScoreVectors = 2;
   static constexpr size_t kColumns = 4, kPVRows = 8, kPVVectors = 3;
   template <size_t NV>
-  static void ScoreBlock(const uint16_t* k, size_t ldk, const uint32_t* q, size_t ldq, size_t pairs,
-                         float scale, float* c, size_t ldc) {
-    NeonBf16ScoreBlock<NV>(k, ldk, q, ldq, pairs, scale, c, ldc);
-  }
+  static constexpr auto ScoreBlock = &NeonPairScoreBlock<BfdotPairs, NV>;
   template <size_t MR, size_t NV>
-  static void PVBlock(const uint32_t* p, size_t ldp, const uint32_t* v, size_t ldv, size_t pairs,
-                      float* o, size_t ldo, const float* alpha) {
-    NeonBf16PVBlock<MR, NV>(p, ldp, v, ldv, pairs, o, ldo, alpha);
-  }
+  static constexpr auto PVBlock = &NeonBf16PVBlock<MR, NV>;
 };
 
 template <bool kF32PV>

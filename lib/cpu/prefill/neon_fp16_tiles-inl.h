@@ -12,17 +12,17 @@
 // f16 FMLA, nothing is accumulated in f16. The scores take Q in pairs of channels
 // (PairedScores, prefill/paired_tiles-inl.h): a register holds 4 rows of channel 2j (the low
 // half, for FMLAL) and the same rows of channel 2j + 1 (the high half, for FMLAL2), K rows read
-// as they are, 8 channels to a register. The P.V rounds P to f16 in place (nearest even) and
-// reads V rows as they are: a register of 8 columns serves FMLAL (4 columns) and FMLAL2 (the
-// next 4), the row's probability picked from a register of 8 rows.
-// Cost per key and head: head_dim FMLALs per vector of 4 rows for the scores (4 products each,
-// as many as the f32 kernel's FMLA: the gain is K and V read as 16-bit, half the loads and no
-// conversion to f32), in blocks of 8 keys x 2 vectors of rows; the P.V in blocks of 8 rows x
-// 3 vectors of head_dim_v (24 accumulators; per key 2 loads of V and 1 of P); plus per tile
-// one pass over P to round it.
-// Error: Q.K^T as exact as the f32 kernel's (only the order of the sums may differ); P rounded
-// to f16 (relative error at most 2^-11 per weight, absolute 2^-25 below 2^-14) adds about a
-// quarter of the bf16 kernels' error (docs/performance.md). kF32PV keeps P in f32.
+// as they are, 8 channels to a register (NeonPairScoreBlock<FmlalPairs>, the neon-bf16 kernel's
+// block with FMLAL's step, prefill/neon_pair_scores-inl.h). The P.V rounds P to f16 in place
+// (nearest even) and reads V rows as they are: a register of 8 columns serves FMLAL (4 columns) and
+// FMLAL2 (the next 4), the row's probability picked from a register of 8 rows. Cost per key and
+// head: head_dim FMLALs per vector of 4 rows for the scores (4 products each, as many as the f32
+// kernel's FMLA: the gain is K and V read as 16-bit, half the loads and no conversion to f32), in
+// blocks of 8 keys x 2 vectors of rows; the P.V in blocks of 8 rows x 3 vectors of head_dim_v (24
+// accumulators; per key 2 loads of V and 1 of P); plus per tile one pass over P to round it. Error:
+// Q.K^T as exact as the f32 kernel's (only the order of the sums may differ); P rounded to f16
+// (relative error at most 2^-11 per weight, absolute 2^-25 below 2^-14) adds an eighth of the bf16
+// kernels' error, about 2e-4 of the output's scale (docs/performance.md). kF32PV keeps P in f32.
 #if defined(STREAMATTN_CPU_PREFILL_NEON_FP16_TILES_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef STREAMATTN_CPU_PREFILL_NEON_FP16_TILES_INL_H_
 #undef STREAMATTN_CPU_PREFILL_NEON_FP16_TILES_INL_H_
@@ -32,7 +32,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <cstring>
 #include <utility>
 
 #include "core/attention_args.h"
@@ -41,6 +40,7 @@
 #include "cpu/attention_plan-inl.h"
 #include "cpu/attention_scratch-inl.h"
 #include "cpu/prefill/native_tiles-inl.h"
+#include "cpu/prefill/neon_pair_scores-inl.h"
 #include "cpu/prefill/paired_tiles-inl.h"
 #include "cpu/work_item-inl.h"
 #include "hwy/highway.h"
@@ -65,79 +65,21 @@ SATTN_ATTR_NEON_FHM HWY_INLINE float16x8_t LoadHalves(const uint16_t* p) {
   return vreinterpretq_f16_u16(vld1q_u16(p));
 }
 
-// acc[v] += a[v]'s low half times lane kLane of b, then its high half times lane kLane + 1:
-// channels 2j and 2j + 1 of 4 rows against one key's pair of channels.
-template <int kLane, size_t NV>
-SATTN_ATTR_NEON_FHM HWY_INLINE void WidenChannelPair(float32x4_t (&acc)[NV],
-                                                     const float16x8_t (&a)[NV], float16x8_t b) {
-#pragma GCC unroll 4
-  for (size_t v = 0; v < NV; ++v) {
-    acc[v] = vfmlalq_laneq_low_f16(acc[v], a[v], b, kLane);
-    acc[v] = vfmlalq_laneq_high_f16(acc[v], a[v], b, kLane + 1);
-  }
-}
-
-// The scores of 8 keys (f16 rows of K along head_dim, `ldk` halves apart, 2 * pairs long)
-// against NV vectors of 4 query rows (pair j of rows 4v..4v+3 in the 4 words at
-// q[j * ldq + 4v]: channel 2j's four halves, then channel 2j + 1's), scaled: C[m][r] =
-// scale * sum_i K[m][i] Q[r][i], channels in ascending order, at c + m * ldc + r.
-template <size_t NV>
-SATTN_ATTR_NEON_FHM HWY_NOINLINE void NeonFp16ScoreBlock(const uint16_t* HWY_RESTRICT k, size_t ldk,
-                                                         const uint32_t* HWY_RESTRICT q, size_t ldq,
-                                                         size_t pairs, float scale,
-                                                         float* HWY_RESTRICT c, size_t ldc) {
-  constexpr size_t kKeys = 8;
-  const uint16_t* qh = reinterpret_cast<const uint16_t*>(q);  // halves: 2 * ldq per pair
-  float32x4_t acc[kKeys][NV];
-#pragma GCC unroll 8
-  for (size_t m = 0; m < kKeys; ++m) {
-#pragma GCC unroll 4
-    for (size_t v = 0; v < NV; ++v) acc[m][v] = vdupq_n_f32(0.0f);
-  }
-  size_t j = 0;
-  for (; j + 4 <= pairs; j += 4) {
-    float16x8_t q0[NV], q1[NV], q2[NV], q3[NV];
+// FMLAL and FMLAL2 for NeonPairScoreBlock: channels 2j and 2j + 1 of 4 rows (the low and high
+// halves of q[v]) times the key's pair kPair, lanes 2 kPair and 2 kPair + 1 of k.
+struct FmlalPairs {
+  using Vec = float16x8_t;
+  static SATTN_ATTR_NEON_FHM HWY_INLINE Vec Load(const uint16_t* p) { return LoadHalves(p); }
+  template <int kPair, size_t NV>
+  static SATTN_ATTR_NEON_FHM HWY_INLINE void Step(float32x4_t (&acc)[NV], const Vec (&q)[NV],
+                                                  Vec k) {
 #pragma GCC unroll 4
     for (size_t v = 0; v < NV; ++v) {
-      q0[v] = LoadHalves(qh + 2 * (j * ldq + 4 * v));
-      q1[v] = LoadHalves(qh + 2 * ((j + 1) * ldq + 4 * v));
-      q2[v] = LoadHalves(qh + 2 * ((j + 2) * ldq + 4 * v));
-      q3[v] = LoadHalves(qh + 2 * ((j + 3) * ldq + 4 * v));
-    }
-#pragma GCC unroll 8
-    for (size_t m = 0; m < kKeys; ++m) {
-      const float16x8_t kv = LoadHalves(k + m * ldk + 2 * j);
-      WidenChannelPair<0>(acc[m], q0, kv);
-      WidenChannelPair<2>(acc[m], q1, kv);
-      WidenChannelPair<4>(acc[m], q2, kv);
-      WidenChannelPair<6>(acc[m], q3, kv);
+      acc[v] = vfmlalq_laneq_low_f16(acc[v], q[v], k, 2 * kPair);
+      acc[v] = vfmlalq_laneq_high_f16(acc[v], q[v], k, 2 * kPair + 1);
     }
   }
-  if (j < pairs) {  // 1 to 3 pairs: K's from a zero-padded copy, never read past its row
-    const size_t left = pairs - j;
-    float16x8_t q0[NV], q1[NV], q2[NV];
-#pragma GCC unroll 4
-    for (size_t v = 0; v < NV; ++v) {
-      q0[v] = LoadHalves(qh + 2 * (j * ldq + 4 * v));
-      q1[v] = left > 1 ? LoadHalves(qh + 2 * ((j + 1) * ldq + 4 * v)) : q0[v];
-      q2[v] = left > 2 ? LoadHalves(qh + 2 * ((j + 2) * ldq + 4 * v)) : q0[v];
-    }
-#pragma GCC unroll 8
-    for (size_t m = 0; m < kKeys; ++m) {
-      uint16_t padded[8] = {0};
-      std::memcpy(padded, k + m * ldk + 2 * j, left * 2 * sizeof(uint16_t));
-      const float16x8_t kv = LoadHalves(padded);
-      WidenChannelPair<0>(acc[m], q0, kv);
-      if (left > 1) WidenChannelPair<2>(acc[m], q1, kv);
-      if (left > 2) WidenChannelPair<4>(acc[m], q2, kv);
-    }
-  }
-#pragma GCC unroll 8
-  for (size_t m = 0; m < kKeys; ++m) {
-#pragma GCC unroll 4
-    for (size_t v = 0; v < NV; ++v) vst1q_f32(c + m * ldc + 4 * v, vmulq_n_f32(acc[m][v], scale));
-  }
-}
+};
 
 // One row of a P.V block: acc[x] += V's columns (vector x: the low or high half of vv[x / 2])
 // times the row's probability, lane kLane of pr.
@@ -251,15 +193,9 @@ struct NeonFp16Blocks {
   static constexpr size_t kKeys = 8, kRows = 4, kScoreVectors = 2;
   static constexpr size_t kColumns = 4, kPVRows = 8, kPVVectors = 3;
   template <size_t NV>
-  static void ScoreBlock(const uint16_t* k, size_t ldk, const uint32_t* q, size_t ldq, size_t pairs,
-                         float scale, float* c, size_t ldc) {
-    NeonFp16ScoreBlock<NV>(k, ldk, q, ldq, pairs, scale, c, ldc);
-  }
+  static constexpr auto ScoreBlock = &NeonPairScoreBlock<FmlalPairs, NV>;
   template <size_t MR, size_t NV>
-  static void PVBlock(const uint16_t* p, size_t ldp, const uint16_t* v, size_t ldv, size_t keys,
-                      float* o, size_t ldo, const float* alpha) {
-    NeonFp16PVBlock<MR, NV>(p, ldp, v, ldv, keys, o, ldo, alpha);
-  }
+  static constexpr auto PVBlock = &NeonFp16PVBlock<MR, NV>;
 };
 
 template <bool kF32PV>
