@@ -90,9 +90,13 @@ const char* KernelOf(const sattn_context_info& info, sattn_dtype dtype) {
                                     : info.f32_kernel;
 }
 
+// Two work items per head (192 rows, then a tail), an odd last tile of keys; emulated targets
+// (STREAMATTN_TEST_SMALL) keep both with one sequence and fewer keys.
 AttentionCase Prefill(sattn_dtype dtype) {
+  const bool small = std::getenv("STREAMATTN_TEST_SMALL") != nullptr;
   AttentionCase c;
-  c.batch = 2, c.seq_q = 150, c.seq_k = 230, c.heads_q = 4, c.heads_kv = 2, c.head_dim = 64;
+  c.batch = small ? 1 : 2, c.seq_q = small ? 100 : 150, c.seq_k = small ? 151 : 231;
+  c.heads_q = 4, c.heads_kv = 2, c.head_dim = 64;
   c.q_dtype = c.kv_dtype = dtype;
   return c;
 }
@@ -114,12 +118,13 @@ void ExpectEveryOptionMatchesTheOracle(sattn_dtype dtype, int64_t target) {
     c.has_window = true, c.window_left = 33, c.softcap = 20.0f, c.sinks = true;
     ExpectMatchesOracle(ctx.get(), c);
     c = Prefill(dtype);
-    c.f32_pv = f32_pv, c.head_dim = 36, c.head_dim_v = 20;  // 18 channel pairs: a tail of two
+    c.f32_pv = f32_pv, c.head_dim = 36,
+    c.head_dim_v = 20;  // 18 pairs on 128-bit targets: a tail of 2
     c.alibi = true, c.mask = true, c.mask_heads = 4, c.mask_hide_fraction = 0.3;
     ExpectMatchesOracle(ctx.get(), c);
     c = Prefill(dtype);
-    c.f32_pv = f32_pv, c.seq_q = 24, c.heads_q = 32, c.heads_kv = 2, c.page_size = 16;
-    c.seq_k = 240, c.seqused_k = {240, 97}, c.out_dtype = dtype;
+    c.f32_pv = f32_pv, c.batch = 2, c.seq_q = 24, c.heads_q = 32, c.heads_kv = 2;
+    c.page_size = 16, c.seq_k = 240, c.seqused_k = {240, 97}, c.out_dtype = dtype;
     ExpectMatchesOracle(ctx.get(), c);  // decoding 16 rows per kv head: the GEMM tiles
   }
 }
