@@ -15,8 +15,13 @@
 #include "per_target_api_test.h"
 #include "streamattn/streamattn.h"
 
-#if defined(__aarch64__) && defined(__linux__)
+// The Arm kernels are built where the library is: aarch64 Linux with GCC 12 or later
+// (lib/cpu/prefill/native_tiles-inl.h says why).
+#if defined(__aarch64__) && defined(__linux__) && !defined(__clang__) && __GNUC__ >= 12
+#define SATTN_TEST_ARM_KERNELS 1
 #include <sys/auxv.h>
+#else
+#define SATTN_TEST_ARM_KERNELS 0
 #endif
 
 namespace streamattn {
@@ -39,7 +44,7 @@ bool Avx512Bf16Runs(int64_t target) {
 // Whether Linux reports the Arm feature (HWCAP2_BF16: bit 14 of AT_HWCAP2; HWCAP_ASIMDFHM:
 // bit 23 of AT_HWCAP) and the target under test has whole vectors (every aarch64 target).
 bool ArmRuns(int64_t target, unsigned long type, unsigned long bit) {
-#if defined(__aarch64__) && defined(__linux__)
+#if SATTN_TEST_ARM_KERNELS
   return (getauxval(type) & bit) != 0 && target != HWY_SCALAR && target != HWY_EMU128;
 #else
   (void)target, (void)type, (void)bit;
@@ -47,7 +52,7 @@ bool ArmRuns(int64_t target, unsigned long type, unsigned long bit) {
 #endif
 }
 
-#if defined(__aarch64__) && defined(__linux__)
+#if SATTN_TEST_ARM_KERNELS
 bool NeonBf16Runs(int64_t target) { return ArmRuns(target, AT_HWCAP2, 1UL << 14); }
 bool NeonFp16Runs(int64_t target) { return ArmRuns(target, AT_HWCAP, 1UL << 23); }
 #else

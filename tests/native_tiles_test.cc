@@ -241,7 +241,7 @@ void TestAvx512Bf16BlocksMatchTheInstruction() {
 }
 #endif  // SATTN_AVX512_BF16_TILES
 
-#if SATTN_A64_VECTOR_TARGET
+#if SATTN_ARM_NATIVE_TARGET
 // The FPCR bits that change the Arm models: FZ (24), FZ16 (19), EBF (13). Linux starts every
 // process with them clear.
 uint64_t Fpcr() {

@@ -126,13 +126,12 @@ typedef enum sattn_cpu_kernel {
   SATTN_CPU_KERNEL_AVX512_BF16 = 2,
   /* Native bf16 dot products (BFDOT) where q, k and v are bf16: 64-bit Arm Linux CPUs with
    * FEAT_BF16 (HWCAP2_BF16: Neoverse V1, V2, N2, Cortex-A510, A710, X2 and later), at every
-   * aarch64 SIMD target (NEON, SVE, SVE2). Sums in f32 (BFDOT rounds them to odd), P rounded to
-   * bf16. */
+   * aarch64 SIMD target (NEON, SVE, SVE2) of a library built by GCC 12 or later. Sums in f32
+   * (BFDOT rounds them to odd), P rounded to bf16. */
   SATTN_CPU_KERNEL_NEON_BF16 = 3,
   /* f16 products widened into f32 sums (FMLAL, FMLAL2; never an f16 sum) where q, k and v are
    * f16: 64-bit Arm Linux CPUs with FEAT_FHM (HWCAP_ASIMDFHM: Neoverse V1, V2, N2, Cortex-A510,
-   * A710, X2 and later; not Cortex-A55, A76 or Neoverse N1), at every aarch64 SIMD target.
-   * P rounded to f16. */
+   * A710, X2 and later; not Cortex-A55, A76 or Neoverse N1), as neon-bf16. P rounded to f16. */
   SATTN_CPU_KERNEL_NEON_FP16 = 4
 } sattn_cpu_kernel;
 

@@ -60,9 +60,9 @@ constexpr CpuKernelName kCpuKernels[] = {
     {SATTN_CPU_KERNEL_F32_FMA, "f32-fma", DType::kF32, nullptr},
     {SATTN_CPU_KERNEL_AVX512_BF16, "avx512-bf16", DType::kBF16, "AVX512_BF16 and the AVX3 target"},
     {SATTN_CPU_KERNEL_NEON_BF16, "neon-bf16", DType::kBF16,
-     "64-bit Arm Linux with FEAT_BF16 (HWCAP2_BF16) and a NEON or SVE target"},
+     "64-bit Arm Linux with FEAT_BF16 (HWCAP2_BF16), a NEON or SVE target and a GCC 12 build"},
     {SATTN_CPU_KERNEL_NEON_FP16, "neon-fp16", DType::kF16,
-     "64-bit Arm Linux with FEAT_FHM (HWCAP_ASIMDFHM) and a NEON or SVE target"},
+     "64-bit Arm Linux with FEAT_FHM (HWCAP_ASIMDFHM), a NEON or SVE target and a GCC 12 build"},
 };
 
 // The CPU kernel asked for: STREAMATTN_CPU_KERNEL when set, else options->cpu_kernel; then

@@ -41,15 +41,17 @@ HWY_BEFORE_NAMESPACE();
 namespace streamattn {
 namespace HWY_NAMESPACE {
 
-// The aarch64 targets of whole 128-bit vectors (NEON and every SVE width), where the Arm
-// kernels' NEON micro-kernels run: their panels and head dims are multiples of 4 floats.
-#undef SATTN_A64_VECTOR_TARGET  // defined once per target
-#if HWY_ARCH_ARM_A64 &&                                                           \
+// The targets where the Arm native kernels compile: the aarch64 targets of whole 128-bit
+// vectors (NEON and every SVE width), whose panels and head dims are multiples of 4 floats, with
+// GCC 12 or later (the compiler the ARM CI builds with; clang 14's arm_neon.h declares the bf16
+// types only for files compiled for BF16 throughout, not per function).
+#undef SATTN_ARM_NATIVE_TARGET  // defined once per target
+#if HWY_ARCH_ARM_A64 && HWY_COMPILER_GCC_ACTUAL >= 1200 &&                        \
     (HWY_TARGET == HWY_NEON || HWY_TARGET == HWY_SVE || HWY_TARGET == HWY_SVE2 || \
      HWY_TARGET == HWY_SVE_256 || HWY_TARGET == HWY_SVE2_128)
-#define SATTN_A64_VECTOR_TARGET 1
+#define SATTN_ARM_NATIVE_TARGET 1
 #else
-#define SATTN_A64_VECTOR_TARGET 0
+#define SATTN_ARM_NATIVE_TARGET 0
 #endif
 
 // The bits of a 16-bit tensor's element i of row `row` (stride in elements).
@@ -86,8 +88,9 @@ inline void CopyTileRows(const AttentionArgs& a, const Tensor& cache, const Atte
   std::fill(out + tile.nb * heads * dim_pad, out + tile.nb_pad * heads * dim_pad, uint16_t{0});
 }
 
-// Calls f(std::integral_constant<size_t, n>()) for a run-time 1 <= n <= kMax: micro-kernels
-// take their register block's shape as template arguments.
+// Calls f(std::integral_constant<size_t, n>()) for a run-time n >= 1, capped at kMax (a panel
+// wider than the widest block takes that block): micro-kernels take their register block's
+// shape as template arguments.
 template <size_t kMax, class F>
 HWY_INLINE void WithCount(size_t n, const F& f) {
   if constexpr (kMax > 1) {

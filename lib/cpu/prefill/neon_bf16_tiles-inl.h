@@ -50,7 +50,7 @@ namespace streamattn {
 namespace HWY_NAMESPACE {
 
 #undef SATTN_NEON_BF16_TILES  // defined once per target
-#if SATTN_A64_VECTOR_TARGET
+#if SATTN_ARM_NATIVE_TARGET
 #define SATTN_NEON_BF16_TILES 1
 // BFDOT's intrinsics need at least Armv8.2-A with BF16 (GCC's arm_neon.h declares them so);
 // these functions use NEON registers only, whatever the target's own attribute.
@@ -149,7 +149,7 @@ using NeonBf16Tiles = PairedBf16Tiles<NeonBf16Blocks, kF32PV>;
 
 #else
 #define SATTN_NEON_BF16_TILES 0
-#endif  // SATTN_A64_VECTOR_TARGET
+#endif  // SATTN_ARM_NATIVE_TARGET
 
 }  // namespace HWY_NAMESPACE
 }  // namespace streamattn

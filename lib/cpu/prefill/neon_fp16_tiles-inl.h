@@ -55,7 +55,7 @@ namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
 #undef SATTN_NEON_FP16_TILES  // defined once per target
-#if SATTN_A64_VECTOR_TARGET
+#if SATTN_ARM_NATIVE_TARGET
 #define SATTN_NEON_FP16_TILES 1
 // FMLAL's intrinsics need at least Armv8.2-A with FP16FML (GCC's arm_neon.h declares them
 // so); these functions use NEON registers only, whatever the target's own attribute.
@@ -204,7 +204,7 @@ using NeonFp16Tiles =
 
 #else
 #define SATTN_NEON_FP16_TILES 0
-#endif  // SATTN_A64_VECTOR_TARGET
+#endif  // SATTN_ARM_NATIVE_TARGET
 
 }  // namespace HWY_NAMESPACE
 }  // namespace streamattn

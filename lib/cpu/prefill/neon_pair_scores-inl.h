@@ -29,7 +29,7 @@ HWY_BEFORE_NAMESPACE();
 namespace streamattn {
 namespace HWY_NAMESPACE {
 
-#if SATTN_A64_VECTOR_TARGET
+#if SATTN_ARM_NATIVE_TARGET
 // The intrinsics of both instructions need Armv8.2-A with their extension (GCC's arm_neon.h
 // declares them so). The shared block is compiled with both and emits only the instructions its
 // Op's Step names: a CPU runs an Op's blocks only when it has that Op's extension.
@@ -100,7 +100,7 @@ SATTN_ATTR_NEON_PAIRS HWY_NOINLINE void NeonPairScoreBlock(const uint16_t* HWY_R
 }
 
 #undef SATTN_ATTR_NEON_PAIRS
-#endif  // SATTN_A64_VECTOR_TARGET
+#endif  // SATTN_ARM_NATIVE_TARGET
 
 }  // namespace HWY_NAMESPACE
 }  // namespace streamattn
