@@ -334,53 +334,64 @@ std::vector<float> RandomProbabilities(std::mt19937& rng, size_t n, DType dtype)
   return p;
 }
 
-void TestBf16ProbabilitiesRoundToNearestEvenInPairs() {
+// Calls check(plan, rows, tile, p, st) for tiles of every key tail and rows of every vector
+// tail: p the probabilities of `dtype`, st the P^T buffer after round(d, plan, rows, tile, st).
+template <class Round, class Check>
+void ForEachRoundedTile(DType dtype, uint32_t seed, const Round& round, const Check& check) {
   const hn::ScalableTag<float> d;
   const size_t N = hn::Lanes(d);
-  std::mt19937 rng(14);
+  std::mt19937 rng(seed);
   for (size_t nb : {1, 2, 7, 8, 128}) {
     for (size_t rows : {size_t{1}, N, 3 * N - 1}) {
       AttentionPlan plan{};
       plan.rows_pad = RoundUp(rows, N) + N;
       const TileKeys tile{0, nb, RoundUp(nb, 8)};
-      const std::vector<float> p = RandomProbabilities(rng, nb * plan.rows_pad, DType::kBF16);
+      const std::vector<float> p = RandomProbabilities(rng, nb * plan.rows_pad, dtype);
       std::vector<float> st = p;
-      PairBf16Probabilities(d, plan, rows, tile, st.data());
-      for (size_t kp = 0; kp < (nb + 1) / 2; ++kp) {
-        for (size_t r = 0; r < rows; ++r) {
-          const uint32_t word = FloatBits(st[kp * plan.rows_pad + r]);
-          const size_t key = 2 * kp;
-          ASSERT_EQ(word & 0xFFFF, F32ToBF16(p[key * plan.rows_pad + r])) << key << " " << r;
-          const uint32_t odd = key + 1 < nb ? F32ToBF16(p[(key + 1) * plan.rows_pad + r]) : 0;
-          ASSERT_EQ(word >> 16, odd) << "key " << key + 1 << " row " << r;
-        }
-      }
+      round(d, plan, rows, tile, st.data());
+      check(plan, rows, tile, p, st);
     }
   }
 }
 
+void TestBf16ProbabilitiesRoundToNearestEvenInPairs() {
+  auto round = [](auto d, const AttentionPlan& plan, size_t rows, const TileKeys& tile, float* st) {
+    PairBf16Probabilities(d, plan, rows, tile, st);
+  };
+  ForEachRoundedTile(DType::kBF16, 14, round,
+                     [](const AttentionPlan& plan, size_t rows, const TileKeys& tile,
+                        const std::vector<float>& p, const std::vector<float>& st) {
+                       const size_t R = plan.rows_pad;
+                       for (size_t kp = 0; kp < (tile.nb + 1) / 2; ++kp) {
+                         for (size_t r = 0; r < rows; ++r) {
+                           const uint32_t word = FloatBits(st[kp * R + r]);
+                           const size_t key = 2 * kp;
+                           ASSERT_EQ(word & 0xFFFF, F32ToBF16(p[key * R + r])) << key << " " << r;
+                           const uint32_t odd =
+                               key + 1 < tile.nb ? F32ToBF16(p[(key + 1) * R + r]) : 0;
+                           ASSERT_EQ(word >> 16, odd) << "key " << key + 1 << " row " << r;
+                         }
+                       }
+                     });
+}
+
 void TestF16ProbabilitiesRoundToNearestEvenInPlace() {
 #if SATTN_NEON_FP16_TILES
-  const hn::ScalableTag<float> d;
-  const size_t N = hn::Lanes(d);
-  std::mt19937 rng(15);
-  for (size_t nb : {1, 2, 7, 128}) {
-    for (size_t rows : {size_t{1}, N, 3 * N - 1}) {
-      AttentionPlan plan{};
-      plan.rows_pad = RoundUp(rows, N) + N;
-      const TileKeys tile{0, nb, RoundUp(nb, 8)};
-      const std::vector<float> p = RandomProbabilities(rng, nb * plan.rows_pad, DType::kF16);
-      std::vector<float> st = p;
-      RoundF16Probabilities(d, plan, rows, tile, st.data());
-      const uint16_t* halves = reinterpret_cast<const uint16_t*>(st.data());
-      for (size_t c = 0; c < nb; ++c) {
-        for (size_t r = 0; r < rows; ++r) {
-          ASSERT_EQ(halves[c * plan.rows_pad + r], F32ToF16(p[c * plan.rows_pad + r]))
-              << "key " << c << " row " << r << " p " << p[c * plan.rows_pad + r];
-        }
-      }
-    }
-  }
+  auto round = [](auto d, const AttentionPlan& plan, size_t rows, const TileKeys& tile, float* st) {
+    RoundF16Probabilities(d, plan, rows, tile, st);
+  };
+  ForEachRoundedTile(DType::kF16, 15, round,
+                     [](const AttentionPlan& plan, size_t rows, const TileKeys& tile,
+                        const std::vector<float>& p, const std::vector<float>& st) {
+                       const size_t R = plan.rows_pad;
+                       const uint16_t* halves = reinterpret_cast<const uint16_t*>(st.data());
+                       for (size_t c = 0; c < tile.nb; ++c) {
+                         for (size_t r = 0; r < rows; ++r) {
+                           ASSERT_EQ(halves[c * R + r], F32ToF16(p[c * R + r]))
+                               << "key " << c << " row " << r << " p " << p[c * R + r];
+                         }
+                       }
+                     });
 #else
   GTEST_SKIP() << "not run: neon-fp16's rounding of P (compiled for the aarch64 targets only)";
 #endif
