@@ -230,7 +230,8 @@ std::vector<Row> BenchPrefill(const BenchOptions& options) {
   for (size_t i = 0; i < measured.size(); ++i) {
     const double gflops = Gflops(measured[i].shape, measured[i].figure);
     rows[i].Set("peak_fraction", gflops / peak).Set("fma_peak_gflops", peak);
-    if (std::string(KernelFor(ctx.get(), measured[i].shape.kv_dtype)) == "avx512-bf16") {
+    const std::string kernel = KernelFor(ctx.get(), measured[i].shape.kv_dtype);
+    if (kernel == "avx512-bf16" || kernel == "neon-bf16") {  // the bf16 dot-product kernels
       rows[i].Set("bf16_dot_peak_gflops", bf16_peak).Set("bf16_peak_fraction", gflops / bf16_peak);
     }
     AddBaseline(rows[i], threads, measured[i].shape, measured[i].figure, options);

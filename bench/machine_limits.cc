@@ -12,6 +12,11 @@
 
 #if defined(__x86_64__)
 #include <immintrin.h>
+#elif defined(__aarch64__) && !defined(__clang__)  // as the Arm kernels (native_tiles-inl.h)
+#define SATTN_BENCH_BFDOT 1
+#include <arm_neon.h>
+
+#include "cpu/arm_features.h"
 #endif
 
 #include <algorithm>
@@ -172,11 +177,31 @@ __attribute__((target("avx512f,avx512bf16"))) double Bf16DotChains(int64_t itera
   *sink = _mm512_reduce_add_ps(sum);
   return 64.0 * 16.0 * static_cast<double>(iterations);
 }
+#elif defined(SATTN_BENCH_BFDOT)
+// 16 chains of BFDOT on 128-bit registers; returns the flops done (16 per instruction).
+__attribute__((target("arch=armv8.2-a+bf16"))) double Bf16DotChains(int64_t iterations,
+                                                                    float* sink) {
+  const bfloat16x8_t a = vreinterpretq_bf16_u16(vdupq_n_u16(0x3A83));  // about 1e-3
+  float32x4_t c[16];
+  for (int j = 0; j < 16; ++j) c[j] = vdupq_n_f32(1.0f + 0.1f * static_cast<float>(j));
+  for (int64_t i = 0; i < iterations; ++i) {
+#pragma GCC unroll 16
+    for (int j = 0; j < 16; ++j) c[j] = vbfdotq_f32(c[j], a, a);
+  }
+  float32x4_t sum = c[0];
+  for (int j = 1; j < 16; ++j) sum = vaddq_f32(sum, c[j]);
+  *sink = vaddvq_f32(sum);
+  return 16.0 * 16.0 * static_cast<double>(iterations);
+}
 #endif
 
 double MeasureBf16DotPeakGflops(int threads) {
+#if defined(__x86_64__) || defined(SATTN_BENCH_BFDOT)
 #if defined(__x86_64__)
   if (!__builtin_cpu_supports("avx512bf16")) return 0.0;
+#else
+  if (!ArmHasBf16()) return 0.0;
+#endif
   std::vector<float> sinks(threads);
   constexpr int64_t kIterations = 10000000;
   double best = 0.0;

@@ -16,9 +16,9 @@ double MeasureFmaPeakGflops(int threads);
 // peak of this minute, to alternate with a kernel's timings.
 double FmaGflopsOnce(int threads, double ms = 15.0);
 
-// GFLOP/s of bf16 dot products (vdpbf16ps: 2 products and 2 sums per f32 lane) of `threads`
-// threads each running independent chains, as FMA peak does for f32; 0 on a CPU without
-// AVX512_BF16. The ceiling of the native bf16 prefill kernel.
+// GFLOP/s of bf16 dot products (vdpbf16ps, Arm's BFDOT: 2 products and 2 sums per f32 lane)
+// of `threads` threads each running independent chains, as FMA peak does for f32; 0 on a CPU
+// without AVX512_BF16 or FEAT_BF16. The ceiling of the native bf16 prefill kernels.
 double MeasureBf16DotPeakGflops(int threads);
 
 // GB/s of `threads` threads summing disjoint slices of a `bytes`-long buffer.

@@ -3,16 +3,19 @@
 # the test suite (the opt-in `exhaustive` label excepted) under qemu-user, every test on every
 # Highway target the builds carry (SVE_256 on request):
 #
-#   aarch64  built once, tested under three emulated cores: cortex-a72 (NEON), max with 128-bit
-#            vectors (SVE2_128, as on Cortex-A510/A710 and Neoverse N2; also runs the SVE2 and
-#            SVE targets) and max (SVE2 with qemu's default 512-bit vectors); with
-#            STREAMATTN_TEST_SVE_256=1 also max with 256-bit vectors (SVE_256, as on Neoverse V1)
+#   aarch64  built once, tested under three emulated cores: cortex-a72 (NEON; neither BF16 nor
+#            FHM, so the f32 prefill kernel), max with 128-bit vectors (SVE2_128, as on
+#            Cortex-A510/A710 and Neoverse N2; also runs the SVE2 and SVE targets) and max (SVE2
+#            with qemu's default 512-bit vectors), both with BF16 and FHM, so the Arm native
+#            prefill kernels (neon-bf16, neon-fp16); with STREAMATTN_TEST_SVE_256=1 also max
+#            with 256-bit vectors (SVE_256, as on Neoverse V1)
 #   armhf    32-bit ARMv7, tested under -cpu cortex-a15 (SCALAR, see the toolchain file)
 #
 # Usage: scripts/test-arm.sh [aarch64] [armhf]      (no argument: both)
 # Installs what is missing first (as root, or through sudo). Builds go to build-aarch64/ and
 # build-armhf/. Each run prints the SIMD target `streamattn info` reports under that core, the
-# tests per Highway target, and the test count and wall time; a summary closes the output.
+# tests per Highway target, and the test count and wall time; a summary closes the output. A
+# core whose `streamattn info` names other prefill kernels than expected fails the run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -66,9 +69,9 @@ build() {  # arch build_dir
   summary+=("$1 build: $((SECONDS - start)) s")
 }
 
-run_suite() {  # label build_dir qemu cpu expected_targets(regex) [ctest -R/-E selection...]
-  local label=$1 dir=$2 qemu=$3 cpu=$4 expected=$5 start=$SECONDS info target log count
-  local select=(-LE exhaustive "${@:6}")
+run_suite() {  # label build_dir qemu cpu expected_targets(regex) expected_kernels [ctest -R/-E...]
+  local label=$1 dir=$2 qemu=$3 cpu=$4 expected=$5 kernels=$6 start=$SECONDS info target log count
+  local select=(-LE exhaustive "${@:7}")
   echo "== $label: test suite under $qemu -cpu $cpu"
   export STREAMATTN_QEMU_CPU=$cpu
   info=$(toolchains/qemu-run.sh "$qemu" "$cpu" "$dir/bench/streamattn" info)
@@ -76,6 +79,11 @@ run_suite() {  # label build_dir qemu cpu expected_targets(regex) [ctest -R/-E s
   target=$(sed -n 's/^simd target (chosen at run time): //p' <<<"$info")
   if ! [[ $target =~ ^($expected)$ ]]; then
     echo "test-arm.sh: $label: streamattn info chose '$target', expected $expected" >&2
+    exit 1
+  fi
+  # The native prefill kernels the core has must be the ones that run (and none it lacks).
+  if ! grep -qx "cpu prefill tile kernel: f32 f32-fma, $kernels" <<<"$info"; then
+    echo "test-arm.sh: $label: streamattn info names other prefill kernels than '$kernels'" >&2
     exit 1
   fi
 
@@ -107,7 +115,8 @@ run_suite() {  # label build_dir qemu cpu expected_targets(regex) [ctest -R/-E s
 # bits (NEON, then SVE2_128, SVE2 and SVE), and the 512-bit run that -cpu max gives, there to
 # catch code that assumes short vectors, runs the tests that do not depend on the target plus
 # these SVE2 tests: tails and lengths around tiles and lanes, head dims from 1 to 256, the
-# adversarial inputs, ragged and paged caches. The whole suite on SVE2 at 512 bits would take
+# adversarial inputs, ragged and paged caches, and the Arm native kernels (their NEON
+# micro-kernels under panels of 16 to 48 rows). The whole suite on SVE2 at 512 bits would take
 # about 45 minutes.
 long_vector_tests=(
   'Exp2Test\.(SpecialValues|ExactPowersOfTwoAndAnyLength|NonPositiveVariant)'
@@ -117,6 +126,8 @@ long_vector_tests=(
   'AttentionOptionsTest\.(AllOptionsCombined|RowsThatSeeNothing|NonFiniteValuesBehindMasks)'
   'AttentionOptionsTest\.ScoresThatOverflowANaiveExp'
   'DecodeTest\.(RaggedBatches|PagedCachesMatchContiguousOnes)'
+  'NativeTilesTest\.[A-Za-z0-9]*'
+  'CpuKernelTest\.[A-Za-z0-9]*'
 )
 long_vector_tests=$(IFS='|'; echo "${long_vector_tests[*]}")
 
@@ -125,24 +136,25 @@ for arch in "${arches[@]}"; do
   case $arch in
     aarch64)
       build aarch64 build-aarch64
-      run_suite aarch64-NEON build-aarch64 qemu-aarch64 cortex-a72 NEON
+      fallback="f16 f32-fma, bf16 f32-fma" native="f16 neon-fp16, bf16 neon-bf16"
+      run_suite aarch64-NEON build-aarch64 qemu-aarch64 cortex-a72 NEON "$fallback"
       run_suite aarch64-SVE2_128 build-aarch64 qemu-aarch64 max,sve-default-vector-length=16 \
-        SVE2_128 -E '/NEON  # GetParam'
+        SVE2_128 "$native" -E '/NEON  # GetParam'
       # Instances of target-parameterised tests end in "/<target>  # GetParam() = <bits>".
-      run_suite aarch64-SVE2 build-aarch64 qemu-aarch64 max SVE2 \
+      run_suite aarch64-SVE2 build-aarch64 qemu-aarch64 max SVE2 "$native" \
         -R "^[^#]*\$|/($long_vector_tests)/SVE2  # GetParam"
       # SVE_256 (Neoverse V1, a server core) only on request: with its long vectors the whole
       # suite takes about as long as it would on SVE2 at 512 bits.
       if [[ -n ${STREAMATTN_TEST_SVE_256:-} ]]; then
         run_suite aarch64-SVE_256 build-aarch64 qemu-aarch64 max,sve-default-vector-length=32 \
-          SVE_256 -E '/(NEON|SVE|SVE2|SVE2_128)  # GetParam'
+          SVE_256 "$native" -E '/(NEON|SVE|SVE2|SVE2_128)  # GetParam'
       fi
       ;;
     armhf)
       # NEON would be right on a Cortex-A15, but Debian's armhf Highway reports only SCALAR
       # (toolchains/arm-linux-gnueabihf.cmake says why); accept either so a fixed libhwy passes.
       build armhf build-armhf
-      run_suite armhf build-armhf qemu-arm cortex-a15 'NEON|SCALAR'
+      run_suite armhf build-armhf qemu-arm cortex-a15 'NEON|SCALAR' "f16 f32-fma, bf16 f32-fma"
       ;;
   esac
 done

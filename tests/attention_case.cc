@@ -286,29 +286,36 @@ AttentionErrors RunAgainstOracle(sattn_context* ctx, const AttentionCase& c) {
   return CompareWithOracle(c, call);
 }
 
-bool NativeBf16Prefill() {
+bool NativePrefill(sattn_dtype dtype) {
   ScopedContext ctx;
   sattn_context_info info{};
   info.struct_size = sizeof(info);
   EXPECT_EQ(sattn_context_get_info(ctx.get(), &info), SATTN_OK) << sattn_last_error();
-  return std::string(info.bf16_kernel) != "f32-fma";
+  const char* kernel = dtype == SATTN_DTYPE_BF16  ? info.bf16_kernel
+                       : dtype == SATTN_DTYPE_F16 ? info.f16_kernel
+                                                  : info.f32_kernel;
+  return std::string(kernel) != "f32-fma";
 }
 
 double OutTolerance(const AttentionCase& c) {
-  // P rounded to bf16: at most 2^-9 of each weight, 1e-3 to 2e-3 of the largest |out| measured
-  // on these uniform inputs (docs/performance.md).
-  constexpr double kBf16P = 4e-3;
-  const bool rounds_p = c.q_dtype == SATTN_DTYPE_BF16 && c.kv_dtype == SATTN_DTYPE_BF16 &&
-                        !c.f32_pv && NativeBf16Prefill();
+  // P rounded to the inputs' type: bf16 at most 2^-8 of each weight, 1e-3 to 2e-3 of the
+  // largest |out| measured on these uniform inputs; f16 at most 2^-11, 1e-4 to 2.2e-4
+  // (docs/performance.md).
+  constexpr double kBf16P = 4e-3, kF16P = 5e-4;
+  const bool native_dtype =
+      c.q_dtype == c.kv_dtype && (c.q_dtype == SATTN_DTYPE_BF16 || c.q_dtype == SATTN_DTYPE_F16);
+  const double rounded_p = !native_dtype || c.f32_pv || !NativePrefill(c.q_dtype) ? 0.0
+                           : c.q_dtype == SATTN_DTYPE_BF16                        ? kBf16P
+                                                                                  : kF16P;
   // A quantized cache is computed on in f32, as an f32 cache of the values it stands for.
   if (c.Quantized() && c.out_dtype == SATTN_DTYPE_F32) return 2e-6;
   switch (c.out_dtype) {
     case SATTN_DTYPE_F16:
-      return rounds_p ? kBf16P : 1e-3;
+      return std::max(1e-3, rounded_p);
     case SATTN_DTYPE_BF16:
       return 8e-3;
     default:
-      return rounds_p ? kBf16P : 1e-5;
+      return std::max(1e-5, rounded_p);
   }
 }
 

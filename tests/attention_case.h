@@ -82,12 +82,12 @@ AttentionErrors RunAgainstOracle(sattn_context* ctx, const AttentionCase& c);
 AttentionErrors CompareWithOracle(const AttentionCase& c, const AttentionCall& call);
 
 // The tolerance for out: f32 accumulation (1e-5 of the largest |out|) plus out's own rounding,
-// and where the CPU's native bf16 kernel runs (bf16 q, k and v), its rounding of P to bf16.
+// and where a native CPU kernel runs (q, k and v all bf16 or all f16), its rounding of P.
 double OutTolerance(const AttentionCase& c);
 
 // Whether a context created now (at the SIMD target the test runs, STREAMATTN_CPU_KERNEL
-// applying) multiplies bf16 prefill natively, rounding P to bf16.
-bool NativeBf16Prefill();
+// applying) multiplies prefill of q, k and v of `dtype` natively, rounding P to it.
+bool NativePrefill(sattn_dtype dtype);
 
 // Runs the case and expects out within OutTolerance and lse within 2e-5 of the oracle.
 void ExpectMatchesOracle(sattn_context* ctx, const AttentionCase& c);

@@ -102,10 +102,11 @@ TEST_P(AttentionOptionsTest, RowsThatSeeNothing) {
 // that some row sees makes exactly those rows NaN.
 TEST_P(AttentionOptionsTest, NonFiniteValuesBehindMasks) {
   ScopedContext ctx;
-  // bf16 q, k and v take the native bf16 kernel where the CPU has one (its own NaN-safe P.V).
+  // bf16 (or f16) q, k and v take a native kernel where the CPU has one (its own NaN-safe P.V).
   for (auto [q, kv] : {std::pair<sattn_dtype, sattn_dtype>{SATTN_DTYPE_F32, SATTN_DTYPE_F32},
                        {SATTN_DTYPE_F32, SATTN_DTYPE_F16},
-                       {SATTN_DTYPE_BF16, SATTN_DTYPE_BF16}}) {
+                       {SATTN_DTYPE_BF16, SATTN_DTYPE_BF16},
+                       {SATTN_DTYPE_F16, SATTN_DTYPE_F16}}) {
     AttentionCase c = Base(64, 64);
     c.causal = true, c.q_dtype = q, c.kv_dtype = kv, c.heads_q = 2, c.heads_kv = 1;
     AttentionCall call(c);

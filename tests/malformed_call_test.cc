@@ -65,6 +65,16 @@ std::vector<Malformed> Matrix() {
          c.options.backend = 7;
          return c.Create();
        }},
+      {"create: cpu_kernel past the last", kInvalid, "options->cpu_kernel=5",
+       [](Calls& c) {
+         c.options.cpu_kernel = SATTN_CPU_KERNEL_NEON_FP16 + 1;
+         return c.Create();
+       }},
+      {"create: negative cpu_kernel", kInvalid, "options->cpu_kernel=-1",
+       [](Calls& c) {
+         c.options.cpu_kernel = -1;
+         return c.Create();
+       }},
       {"create: cuda without a plugin", SATTN_ERR_BACKEND_UNAVAILABLE, "options->backend=cuda",
        [](Calls& c) {
          c.options.backend = SATTN_BACKEND_CUDA;

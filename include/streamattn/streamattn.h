@@ -132,20 +132,32 @@ typedef enum sattn_backend {
 /* The tile kernel of prefill-shaped attention on the CPU (sattn_attention with 16 or more
  * query rows per kv head: prefill, chunked prefill, decoding of large GQA groups), where the
  * CPU multiplies a dtype natively. The environment variable STREAMATTN_CPU_KERNEL=auto|f32-fma|
- * avx512-bf16, when set, overrides the option. sattn_context_get_info names the kernel each
- * input dtype gets. */
+ * avx512-bf16|neon-bf16|neon-fp16, when set, overrides the option. sattn_context_get_info names
+ * the kernel each input dtype gets. Every native kernel multiplies exact products into f32 sums
+ * and rounds P to the input's dtype for P.V unless the call sets
+ * sattn_attention_options.f32_pv; forcing one makes sattn_context_create fail with
+ * SATTN_ERR_UNSUPPORTED, naming it, where this CPU (or the SIMD target the process runs) cannot
+ * run it, and leaves the dtypes it does not take on f32-fma. */
 typedef enum sattn_cpu_kernel {
-  /* The fastest kernel this CPU has for the call's dtypes: today avx512-bf16 where q, k and v
-   * are all bf16 and the CPU has AVX512_BF16 (AMD Zen 4 and later, Intel Cooper Lake,
-   * Sapphire Rapids and later), else f32-fma. */
+  /* The fastest kernel this CPU has for each call's dtypes: avx512-bf16 or neon-bf16 where q,
+   * k and v are all bf16, neon-fp16 where they are all f16, where the CPU has them; else
+   * f32-fma. */
   SATTN_CPU_KERNEL_AUTO = 0,
   /* f32 FMAs for every dtype (f16 and bf16 widened exactly): every CPU, the reference. */
   SATTN_CPU_KERNEL_F32_FMA = 1,
-  /* Native bf16 dot products (vdpbf16ps) where q, k and v are bf16, f32 FMAs elsewhere:
-   * products exact in f32, sums in f32, P rounded to bf16 for P.V unless the call sets
-   * sattn_attention_options.f32_pv. A CPU without AVX512_BF16 (or a process whose SIMD target
-   * is below AVX-512) makes sattn_context_create fail with SATTN_ERR_UNSUPPORTED. */
-  SATTN_CPU_KERNEL_AVX512_BF16 = 2
+  /* Native bf16 dot products (vdpbf16ps) where q, k and v are bf16: x86 CPUs with AVX512_BF16
+   * (AMD Zen 4 and later, Intel Cooper Lake, Sapphire Rapids and later) at the AVX-512 target.
+   * Sums in f32, P rounded to bf16. */
+  SATTN_CPU_KERNEL_AVX512_BF16 = 2,
+  /* Native bf16 dot products (BFDOT) where q, k and v are bf16: 64-bit Arm Linux CPUs with
+   * FEAT_BF16 (HWCAP2_BF16: Neoverse V1, V2, N2, Cortex-A510, A710, X2 and later), at every
+   * aarch64 SIMD target (NEON, SVE, SVE2) of a library built by GCC 12 or later. Sums in f32
+   * (BFDOT rounds them to odd), P rounded to bf16. */
+  SATTN_CPU_KERNEL_NEON_BF16 = 3,
+  /* f16 products widened into f32 sums (FMLAL, FMLAL2; never an f16 sum) where q, k and v are
+   * f16: 64-bit Arm Linux CPUs with FEAT_FHM (HWCAP_ASIMDFHM: Neoverse V1, V2, N2, Cortex-A510,
+   * A710, X2 and later; not Cortex-A55, A76 or Neoverse N1), as neon-bf16. P rounded to f16. */
+  SATTN_CPU_KERNEL_NEON_FP16 = 4
 } sattn_cpu_kernel;
 
 typedef struct sattn_context_options {
@@ -197,7 +209,8 @@ typedef struct sattn_context_info {
   const char* compiled_targets;  /* every SIMD target compiled in, best first */
   const char* cuda_availability; /* "available: ..." or "unavailable: <reason>" */
   /* The CPU tile kernel prefill-shaped attention runs when q, k and v are all of one dtype,
-   * for each dtype: "f32-fma" or "avx512-bf16" (appended in the second version). */
+   * for each dtype: "f32-fma", "avx512-bf16", "neon-bf16" or "neon-fp16" (appended in the
+   * second version). */
   const char* f32_kernel;
   const char* f16_kernel;
   const char* bf16_kernel;
@@ -265,9 +278,9 @@ typedef struct sattn_attention_options {
    * be in [0, num_pages). */
   const sattn_tensor* block_table;
   /* Nonzero: P.V in f32 where a native CPU kernel would round the probabilities P to the
-   * inputs' type (bf16: relative error up to 2^-9 per weight, about 1e-3 of the output; see
-   * docs/performance.md), for the f32 kernel's accuracy at part of the native kernel's speed.
-   * Appended in the second version of this struct. */
+   * inputs' type (bf16: relative error up to 2^-8 per weight, about 1e-3 of the output; f16:
+   * 2^-11, about 2e-4; see docs/performance.md), for the f32 kernel's accuracy at part of the
+   * native kernel's speed. Appended in the second version of this struct. */
   int32_t f32_pv;
   /* The scales of a quantized k and v (appended in the third version of this struct): required
    * when k.dtype (v.dtype) is SATTN_DTYPE_I8, SATTN_DTYPE_I4 or SATTN_DTYPE_FP8_E4M3, and NULL

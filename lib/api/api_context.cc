@@ -47,6 +47,24 @@ Status RequestedBackend(int32_t option, int32_t* backend, const char** source) {
   return Status();
 }
 
+// The sattn_cpu_kernel values by the names STREAMATTN_CPU_KERNEL and the messages use; for each
+// native kernel, the dtype it takes and what a CPU needs to run it.
+struct CpuKernelName {
+  int32_t kernel;
+  const char* name;
+  DType dtype;        // native kernels: q, k and v of this dtype take it
+  const char* needs;  // native kernels: why a CPU may not run it
+};
+constexpr CpuKernelName kCpuKernels[] = {
+    {SATTN_CPU_KERNEL_AUTO, "auto", DType::kF32, nullptr},
+    {SATTN_CPU_KERNEL_F32_FMA, "f32-fma", DType::kF32, nullptr},
+    {SATTN_CPU_KERNEL_AVX512_BF16, "avx512-bf16", DType::kBF16, "AVX512_BF16 and the AVX3 target"},
+    {SATTN_CPU_KERNEL_NEON_BF16, "neon-bf16", DType::kBF16,
+     "64-bit Arm Linux with FEAT_BF16 (HWCAP2_BF16), a NEON or SVE target and a GCC 12 build"},
+    {SATTN_CPU_KERNEL_NEON_FP16, "neon-fp16", DType::kF16,
+     "64-bit Arm Linux with FEAT_FHM (HWCAP_ASIMDFHM), a NEON or SVE target and a GCC 12 build"},
+};
+
 // The CPU kernel asked for: STREAMATTN_CPU_KERNEL when set, else options->cpu_kernel; then
 // refused, naming it, when this CPU (at the SIMD target chosen now) cannot run it.
 Status RequestedCpuKernel(int32_t option, int32_t* kernel) {
@@ -55,29 +73,32 @@ Status RequestedCpuKernel(int32_t option, int32_t* kernel) {
   const char* env = std::getenv("STREAMATTN_CPU_KERNEL");
   if (env != nullptr && env[0] != '\0') {
     source = "STREAMATTN_CPU_KERNEL";
-    if (std::strcmp(env, "auto") == 0) {
-      *kernel = SATTN_CPU_KERNEL_AUTO;
-    } else if (std::strcmp(env, "f32-fma") == 0) {
-      *kernel = SATTN_CPU_KERNEL_F32_FMA;
-    } else if (std::strcmp(env, "avx512-bf16") == 0) {
-      *kernel = SATTN_CPU_KERNEL_AVX512_BF16;
-    } else {
-      return InvalidArgument(
-          "environment: STREAMATTN_CPU_KERNEL=%.64s must be auto, f32-fma or avx512-bf16", env);
+    const CpuKernelName* named = nullptr;
+    for (const CpuKernelName& k : kCpuKernels) {
+      if (std::strcmp(env, k.name) == 0) named = &k;
     }
+    if (named == nullptr) {
+      return InvalidArgument(
+          "environment: STREAMATTN_CPU_KERNEL=%.64s must be auto, f32-fma, avx512-bf16, "
+          "neon-bf16 or neon-fp16",
+          env);
+    }
+    *kernel = named->kernel;
   }
-  if (*kernel != SATTN_CPU_KERNEL_AUTO && *kernel != SATTN_CPU_KERNEL_F32_FMA &&
-      *kernel != SATTN_CPU_KERNEL_AVX512_BF16) {
+  const CpuKernelName* chosen = nullptr;
+  for (const CpuKernelName& k : kCpuKernels) {
+    if (k.kernel == *kernel) chosen = &k;
+  }
+  if (chosen == nullptr) {
     return InvalidArgument(
-        "options->cpu_kernel=%d is not a sattn_cpu_kernel (auto=0, f32-fma=1, avx512-bf16=2)",
+        "options->cpu_kernel=%d is not a sattn_cpu_kernel (auto=0, f32-fma=1, avx512-bf16=2, "
+        "neon-bf16=3, neon-fp16=4)",
         *kernel);
   }
-  if (*kernel == SATTN_CPU_KERNEL_AVX512_BF16 &&
-      std::strcmp(PrefillTileKernelName(DType::kBF16, *kernel), "avx512-bf16") != 0) {
-    return Unsupported(
-        "%s=avx512-bf16: this CPU cannot run it at its SIMD target %s (it needs AVX512_BF16 "
-        "and the AVX3 target)",
-        source, ChosenSimdTargetName());
+  if (chosen->needs != nullptr &&
+      std::strcmp(PrefillTileKernelName(chosen->dtype, *kernel), chosen->name) != 0) {
+    return Unsupported("%s=%s: this CPU cannot run it at its SIMD target %s (it needs %s)", source,
+                       chosen->name, ChosenSimdTargetName(), chosen->needs);
   }
   return Status();
 }

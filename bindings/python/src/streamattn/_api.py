@@ -48,8 +48,9 @@ class Context:
     context; the module-level functions use one default context per Python thread.
 
     num_threads: CPU threads, 0 = every core the process may use. backend: "auto", "cpu" or
-    "cuda". cpu_kernel: the CPU's prefill tile kernel, "auto", "f32-fma" or "avx512-bf16"
-    (an error where the CPU cannot run it); info() names the kernel each dtype gets."""
+    "cuda". cpu_kernel: the CPU's prefill tile kernel, "auto", "f32-fma", "avx512-bf16",
+    "neon-bf16" or "neon-fp16" (an error where the CPU cannot run it); info() names the kernel
+    each dtype gets."""
 
     def __init__(self, num_threads=0, backend="auto", cpu_kernel="auto"):
         if backend not in N.BACKENDS:

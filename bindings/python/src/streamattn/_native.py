@@ -38,7 +38,7 @@ DEVICE_CUDA = 1
 # sattn_backend
 BACKENDS = {"auto": 0, "cpu": 1, "cuda": 2}
 BACKEND_NAMES = {v: k for k, v in BACKENDS.items()}
-CPU_KERNELS = {"auto": 0, "f32-fma": 1, "avx512-bf16": 2}
+CPU_KERNELS = {"auto": 0, "f32-fma": 1, "avx512-bf16": 2, "neon-bf16": 3, "neon-fp16": 4}
 
 
 class Tensor(ctypes.Structure):
