@@ -93,8 +93,9 @@ std::vector<Malformed> QuantizedCacheMatrix() {
        }},
       {"quantized: struct_size cutting k_scales", kInvalid, "ends inside a field",
        [](Calls& c) {
-         c.quantized.options.struct_size =
-             static_cast<uint32_t>(offsetof(sattn_attention_options, k_scales) + 4);
+         // Half a pointer in: inside the field on 32- and 64-bit targets alike.
+         c.quantized.options.struct_size = static_cast<uint32_t>(
+             offsetof(sattn_attention_options, k_scales) + sizeof(void*) / 2);
          return c.Quantized();
        }},
       // ---- quantize_kv
