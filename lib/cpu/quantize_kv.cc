@@ -42,7 +42,9 @@ void QuantizeGroupedRow(const QuantizeKVArgs& a, const float* x, size_t dim, voi
     const float* xs = x + g * group;
     float amax = 0.0f;
     for (size_t i = 0; i < group; ++i) amax = std::max(amax, std::fabs(xs[i]));
-    const float s = StoreGroupScale(amax, max_q, scale_dtype, scales + g * scale_step);
+    // Signed offsets: a stride may be negative.
+    const float s =
+        StoreGroupScale(amax, max_q, scale_dtype, scales + static_cast<int64_t>(g) * scale_step);
     for (size_t i = 0; i < group; ++i) {
       const int q = QuantizeToInt(xs[i], s, max_q);
       const size_t at = g * group + i;
@@ -78,7 +80,8 @@ Status CpuBackend::QuantizeKV(const QuantizeKVArgs& a) {
         if (a.values.dtype == DType::kFP8E4M3) {
           const float s = a.head_scales[h];
           for (size_t i = 0; i < dim; ++i) {
-            static_cast<uint8_t*>(out)[i * a.values.stride(3)] = F32ToE4M3(x[i] / s);
+            static_cast<uint8_t*>(out)[static_cast<int64_t>(i) * a.values.stride(3)] =
+                F32ToE4M3(x[i] / s);
           }
         } else {
           QuantizeGroupedRow(a, x, dim, out, static_cast<char*>(a.KeyRow(a.scales, b, key, h)));
