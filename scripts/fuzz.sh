@@ -6,7 +6,8 @@
 # A finding stops the script with the crashing input saved beside the build.
 #
 # Usage: scripts/fuzz.sh [SECONDS] [TARGET...]   (targets: fuzz_attention fuzz_merge_states
-#                                                 fuzz_softmax fuzz_softmax_topk)
+#                                                 fuzz_softmax fuzz_softmax_topk
+#                                                 fuzz_quantized_attention fuzz_quantize_kv)
 # Reproduce a finding: build-fuzz/tests/fuzz/<target> <saved input>
 #
 # FUZZ_SEED (default: random) fixes libFuzzer's seed. .ci/run sets it, so a CI gate replays the
@@ -18,7 +19,8 @@ cd "$(dirname "$0")/.."
 seconds=${1:-60}
 [[ $# -gt 0 ]] && shift
 targets=("$@")
-[[ ${#targets[@]} -gt 0 ]] || targets=(fuzz_attention fuzz_merge_states fuzz_softmax fuzz_softmax_topk)
+[[ ${#targets[@]} -gt 0 ]] || targets=(fuzz_attention fuzz_merge_states fuzz_softmax fuzz_softmax_topk
+                                     fuzz_quantized_attention fuzz_quantize_kv)
 build=${FUZZ_BUILD_DIR:-build-fuzz}
 
 scripts/install-deps.sh clang-14 libclang-rt-14-dev
