@@ -24,9 +24,10 @@ namespace {
 
 struct DecodeShape {
   int64_t batch, heads_q, heads_kv, head_dim, cache;
-  sattn_dtype kv_dtype;  // f32, f16, bf16, or a quantized format (i8, fp8_e4m3, i4)
-  int64_t page_size;     // 0: contiguous
-  int64_t group = 0;     // i8, i4: channels per f16 scale (0: one scale a row)
+  sattn_dtype kv_dtype;       // f32, f16, bf16, or a quantized format (i8, fp8_e4m3, i4)
+  int64_t page_size;          // 0: contiguous
+  int64_t group = 0;          // i8, i4: channels per f16 scale (0: one scale a row)
+  bool int8_queries = false;  // i8, i4: sattn_attention_options.int8_queries (name: "q8")
 
   bool Quantized() const {
     return kv_dtype == SATTN_DTYPE_I8 || kv_dtype == SATTN_DTYPE_FP8_E4M3 ||
@@ -41,8 +42,9 @@ struct DecodeShape {
       std::snprintf(format, sizeof(format), "%s g%" PRId64, DTypeName(kv_dtype), Group());
     char buffer[128];
     std::snprintf(buffer, sizeof(buffer),
-                  "b%" PRId64 " h%" PRId64 "/%" PRId64 " d%" PRId64 " c%" PRId64 " %s%s", batch,
-                  heads_q, heads_kv, head_dim, cache, format, page_size ? " paged16" : "");
+                  "b%" PRId64 " h%" PRId64 "/%" PRId64 " d%" PRId64 " c%" PRId64 " %s%s%s", batch,
+                  heads_q, heads_kv, head_dim, cache, format, int8_queries ? " q8" : "",
+                  page_size ? " paged16" : "");
     return buffer;
   }
   // Bits of a K or V element (values only) and bytes of one K or V tensor's values.
@@ -85,6 +87,7 @@ std::vector<DecodeShape> Shapes(bool quick) {
     shapes.push_back({1, 32, 8, 128, 4096, SATTN_DTYPE_F16, 0});
     shapes.push_back({1, 32, 8, 128, 4096, SATTN_DTYPE_F16, 16});
     shapes.push_back({1, 32, 8, 128, 4096, SATTN_DTYPE_I8, 0, 32});
+    shapes.push_back({1, 32, 8, 128, 4096, SATTN_DTYPE_I8, 0, 32, true});
     return shapes;
   }
   // Quantized caches first (the shapes their targets name), each beside its f16 twin.
@@ -98,7 +101,14 @@ std::vector<DecodeShape> Shapes(bool quick) {
           for (int64_t page : {0, 16}) {
             if (page > 0 && (cache != 32768 || batch != 1)) continue;
             const DecodeShape s{batch, hq, hkv, 128, cache, format, page, group};
-            if (s.F16Twin().KvBytes() <= (int64_t{3} << 30)) shapes.push_back(s);
+            if (s.F16Twin().KvBytes() > (int64_t{3} << 30)) continue;
+            shapes.push_back(s);
+            // The integer scores beside the exact ones, contiguous caches.
+            if (format != SATTN_DTYPE_FP8_E4M3 && page == 0) {
+              DecodeShape q8 = s;
+              q8.int8_queries = true;
+              shapes.push_back(q8);
+            }
           }
   for (int64_t cache : {32768, 4096, 131072})
     for (int64_t batch : {1, 8})
@@ -240,6 +250,7 @@ Row MeasureShape(sattn_context* ctx, int threads, const DecodeShape& s, const Be
     if (s.Quantized() && !f16_twin) {
       attention.k_scales = &c.k_scales_view;
       attention.v_scales = &c.v_scales_view;
+      attention.int8_queries = s.int8_queries;
     }
     const sattn_tensor* k = paged ? &c.k_view : &c.contiguous_k_view;
     const sattn_tensor* v = paged ? &c.v_view : &c.contiguous_v_view;
@@ -266,7 +277,7 @@ Row MeasureShape(sattn_context* ctx, int threads, const DecodeShape& s, const Be
       .Set("paged", s.page_size > 0)
       .Set("page_size", s.page_size)
       .Set("threads", threads);
-  if (s.GroupScaled()) row.Set("kv_group", s.Group());
+  if (s.GroupScaled()) row.Set("kv_group", s.Group()).Set("int8_queries", s.int8_queries);
   if (s.Quantized()) {
     // Quantized caches are for reading fewer bytes: how much faster than the f16 cache of the
     // same shape, timed call for call (above 1: faster).

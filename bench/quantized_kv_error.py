@@ -37,6 +37,9 @@ import reference  # noqa: E402
 # (name, format, group: None = the format's own, "row" = head_dim)
 FORMATS = [("f16", None, None), ("i8 g32", "i8", 32), ("i8 per row", "i8", "row"),
            ("fp8_e4m3 per head", "fp8_e4m3", None), ("i4 g32", "i4", 32)]
+# Decoding's int8_queries beside them (integer Q.K^T where the CPU has AVX512-VNNI; elsewhere
+# these rows repeat the exact ones).
+INT8_QUERIES = [("i8 g32, int8_queries", "i8", 32), ("i4 g32, int8_queries", "i4", 32)]
 SCALE_BYTES = 2  # float16 group scales
 
 
@@ -95,7 +98,7 @@ def measure(ctx, cases, formats=FORMATS):
         want = oracle(q, k, v, causal)
         for name, fmt, group in formats:
             out = ctx.attention(q, cache(ctx, k, fmt, group), cache(ctx, v, fmt, group),
-                                causal=causal)
+                                causal=causal, int8_queries=name.endswith("int8_queries"))
             errors[name].add(out, want)
     return errors
 
@@ -151,7 +154,9 @@ def print_table(sections):
           "max abs out |")
     print("|---|---|---:|---:|---:|---:|")
     for data, head_dim, errors in sections:
-        for name, fmt, group in FORMATS:
+        for name, fmt, group in FORMATS + INT8_QUERIES:
+            if name not in errors:
+                continue
             m, mean, rel = errors[name].row()
             print("| %s | %s | %.4g | %.2e | %.2e | %.2e |"
                   % (data, name, element_bytes(fmt, group, head_dim), m, mean, rel))
@@ -167,7 +172,7 @@ def main():
     rng = np.random.default_rng(args.seed)
     sections = [
         ("random, decode h32/8 d128, 1 x 4096", 128,
-         measure(ctx, random_cases(rng, 1, 4096, False))),
+         measure(ctx, random_cases(rng, 1, 4096, False), FORMATS + INT8_QUERIES)),
         ("random, prefill h32/8 d128, 512 x 4096 causal", 128,
          measure(ctx, random_cases(rng, 512, 4096, True))),
     ]

@@ -20,6 +20,7 @@ std::string AttentionCase::Describe() const {
   if (alibi) s << " alibi";
   if (sinks) s << " sinks";
   if (f32_pv) s << " f32_pv";
+  if (int8_queries) s << " int8_queries";
   if (mask) s << " mask[" << mask_batch << "," << mask_heads << "]";
   if (!q_order.empty()) s << " q_order";
   if (!kv_order.empty()) s << " kv_order";
@@ -179,6 +180,7 @@ AttentionCall::AttentionCall(const AttentionCase& c)
   options.window_right = c.window_right;
   options.softcap = c.softcap;
   options.f32_pv = c.f32_pv;
+  options.int8_queries = c.int8_queries;
   q_view = q.view(), k_view = k.view(), v_view = v.view(), out_view = out.view();
   lse_view = lse.view(), alibi_view = alibi.view(), sinks_view = sinks.view();
   mask_view = mask.view();

@@ -32,6 +32,7 @@ struct AttentionCase {
   double mask_hide_fraction = 0.0;         // share of mask entries that are -inf
   bool with_lse = true;
   bool f32_pv = false;             // sattn_attention_options.f32_pv
+  bool int8_queries = false;       // sattn_attention_options.int8_queries
   std::vector<int64_t> seqused_k;  // per sequence; empty: every sequence has seq_k keys
   int64_t page_size = 0;           // > 0: a paged cache of seq_k / page_size pages per sequence
   // Quantized caches: k (v) stored in this format (SATTN_DTYPE_I8, FP8_E4M3 or I4; 0: kv_dtype)

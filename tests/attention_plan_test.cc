@@ -140,9 +140,12 @@ void CheckLayout(const AttentionPlan& plan) {
                                RangeOf(s.row_pointers, 0, "row_pointers")};
   for (size_t h = 0; h < heads; ++h) {
     const size_t block = s.head_block + h * s.head_bytes;
-    for (Range r : {RangeOf(s.head_q, block, "head q"), RangeOf(s.head_o, block, "head o"),
-                    RangeOf(s.head_m, block, "head m"), RangeOf(s.head_l, block, "head l"),
-                    RangeOf(s.head_slope2, block, "head slope2")}) {
+    for (Range r :
+         {RangeOf(s.head_q, block, "head q"), RangeOf(s.head_o, block, "head o"),
+          RangeOf(s.head_m, block, "head m"), RangeOf(s.head_l, block, "head l"),
+          RangeOf(s.head_slope2, block, "head slope2"), RangeOf(s.head_q8, block, "head q8"),
+          RangeOf(s.head_q8_bias, block, "head q8 bias"),
+          RangeOf(s.head_q8_scale, block, "head q8 scale")}) {
       ranges.push_back(r);
     }
   }
@@ -168,6 +171,11 @@ void CheckLayout(const AttentionPlan& plan) {
   EXPECT_GE(s.row.count, std::max(plan.dim_pad, plan.dim_v_pad));
   EXPECT_GE(s.head_q.count, R * plan.dim_pad);
   EXPECT_GE(s.head_o.count, R * plan.dim_v_pad);
+  if (plan.int8_scores) {  // QuantizeQueryRows' output (decode/int8_scores-inl.h)
+    EXPECT_GE(s.head_q8.count, R * plan.dim_pad);
+    EXPECT_GE(s.head_q8_bias.count, R * plan.dim_pad / 4);
+    EXPECT_GE(s.head_q8_scale.count, R);
+  }
   if (plan.cache_in_place) {
     EXPECT_GE(s.row_pointers.count, 4 * (kpt + kStreamStepKeys) * sizeof(const void*));
   }

@@ -91,11 +91,17 @@ std::vector<Malformed> QuantizedCacheMatrix() {
          c.quantized.out_view.dtype = SATTN_DTYPE_F16;
          return c.Quantized();
        }},
+      {"quantized: struct_size cutting int8_queries", kInvalid, "ends inside a field",
+       [](Calls& c) {
+         c.quantized.options.struct_size =
+             static_cast<uint32_t>(offsetof(sattn_attention_options, int8_queries) + 2);
+         return c.Quantized();
+       }},
       {"quantized: struct_size cutting k_scales", kInvalid, "ends inside a field",
        [](Calls& c) {
          // Half a pointer in: inside the field on 32- and 64-bit targets alike.
-         c.quantized.options.struct_size = static_cast<uint32_t>(
-             offsetof(sattn_attention_options, k_scales) + sizeof(void*) / 2);
+         c.quantized.options.struct_size =
+             static_cast<uint32_t>(offsetof(sattn_attention_options, k_scales) + sizeof(void*) / 2);
          return c.Quantized();
        }},
       // ---- quantize_kv

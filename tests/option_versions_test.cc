@@ -115,6 +115,16 @@ TEST(OptionVersionsTest, AttentionOptionsV1IsHonouredAndNothingAfterItIsRead) {
   EXPECT_NE(problem.Run(nullptr), want) << "the options should change the result";
 }
 
+// The third version ends with v_scales: a caller of that size has garbage where int8_queries
+// is, which must not be read.
+TEST(OptionVersionsTest, AttentionOptionsV3IsHonouredAndNothingAfterItIsRead) {
+  AttentionProblem problem;
+  const sattn_attention_options current = CausalScaled();
+  InLargerBuffer<sattn_attention_options> older;
+  OlderCaller(current, offsetof(sattn_attention_options, v_scales) + sizeof(void*), &older);
+  EXPECT_EQ(problem.Run(&older.head), problem.Run(&current));
+}
+
 TEST(OptionVersionsTest, AttentionOptionsShortOfV1AreRejected) {
   AttentionProblem problem;
   InLargerBuffer<sattn_attention_options> older;

@@ -3,6 +3,7 @@
 // decoding (streamed, in place, converted edge tiles), chunked prefill, paged and ragged caches,
 // every option, K and V in different formats, scales in layouts the in-place kernels cannot
 // address, NaN scales, and the same bytes for any thread count.
+#include <cmath>
 #include <cstdlib>
 #include <vector>
 
@@ -155,6 +156,60 @@ TEST_P(QuantizedCacheTest, NaNScalesPoisonOnlyTheRowsThatSeeThem) {
     EXPECT_LE(e.lse, 2e-5) << c.Describe();
     EXPECT_TRUE(std::isnan(call.out.Get({1, 3, 0, 0})));  // sees key 599 of sequence 1
     EXPECT_FALSE(std::isnan(call.out.Get({0, 3, 2, 0})));
+  }
+}
+
+// int8_queries: where it applies (an AVX3 target on a CPU with AVX512-VNNI, 1 or 4 query rows
+// per kv head, I8 keys of head_dim a multiple of 64 or I4 of 128) the scores come from int8
+// queries, so the output differs from the exact path's but stays within the queries' rounding
+// of the oracle (about 1e-3 here, bounded at 5e-3); anywhere else the option changes no byte.
+// Group sizes 16, 32 and a whole row, f32 and f16 scales, head dims 64 and 128; a NaN query
+// makes its row NaN on either path.
+TEST_P(QuantizedCacheTest, Int8QueriesWithinTheirRoundingAndOnlyWhereTheyApply) {
+  ScopedContext ctx;
+#if HWY_ARCH_X86
+  const bool vnni = __builtin_cpu_supports("avx512vnni");
+#else
+  const bool vnni = false;
+#endif
+  const bool avx3 = GetParam() == HWY_AVX3 || GetParam() == HWY_AVX3_DL;
+  struct Variant {
+    sattn_dtype format;
+    int64_t group, dim;
+    sattn_dtype scale_dtype;
+  };
+  const Variant variants[] = {
+      {SATTN_DTYPE_I8, 32, 128, SATTN_DTYPE_F32},     {SATTN_DTYPE_I8, 16, 64, SATTN_DTYPE_F16},
+      {SATTN_DTYPE_I8, 0, 128, SATTN_DTYPE_F16},      {SATTN_DTYPE_I4, 32, 128, SATTN_DTYPE_F16},
+      {SATTN_DTYPE_I4, 0, 128, SATTN_DTYPE_F32},      {SATTN_DTYPE_I4, 16, 64, SATTN_DTYPE_F32},
+      {SATTN_DTYPE_FP8_E4M3, 0, 128, SATTN_DTYPE_F32}};
+  for (const Variant& variant : variants) {
+    for (auto [hq, hkv] : {std::pair<int64_t, int64_t>{8, 8}, {32, 8}, {16, 8}, {8, 1}}) {
+      if (Small() && hq != 32) continue;  // the sanitizer runs: one shape that applies
+      AttentionCase c = Quantized(variant.format, variant.group, 1, Small() ? 700 : 1300, hq, hkv);
+      c.head_dim = variant.dim, c.scale_dtype = variant.scale_dtype;
+      const std::vector<uint8_t> exact = OutputBytes(c, 2);
+      c.int8_queries = true;
+      const int64_t rows = hq / hkv;
+      const bool applies = vnni && avx3 && (rows == 1 || rows == 4) &&
+                           (variant.format == SATTN_DTYPE_I8 ||
+                            (variant.format == SATTN_DTYPE_I4 && variant.dim % 128 == 0));
+      if (!applies) {
+        EXPECT_EQ(OutputBytes(c, 2), exact) << c.Describe();
+        continue;
+      }
+      EXPECT_NE(OutputBytes(c, 2), exact) << c.Describe() << ": the integer scores did not run";
+      const testing_util::AttentionErrors e = testing_util::RunAgainstOracle(ctx.get(), c);
+      EXPECT_LE(e.out, 5e-3) << c.Describe();
+      EXPECT_LE(e.lse, 5e-3) << c.Describe();
+      if (hq == 32) {  // a NaN query element: its row (query head 5 of sequence 1) is NaN
+        AttentionCall call(c);
+        call.q.Set({1, 0, 5, 3}, NAN);
+        ASSERT_EQ(call.Run(ctx.get()), SATTN_OK) << sattn_last_error();
+        EXPECT_TRUE(std::isnan(call.out.Get({1, 0, 5, 0}))) << c.Describe();
+        EXPECT_FALSE(std::isnan(call.out.Get({1, 0, 4, 0}))) << c.Describe();
+      }
+    }
   }
 }
 

@@ -231,6 +231,12 @@ class AttentionOptions {
     options_.f32_pv = f32_pv ? 1 : 0;
     return *this;
   }
+  // Over an I8 or I4 k: int8 queries and integer Q.K^T where decoding can take them
+  // (sattn_attention_options.int8_queries: faster, approximate).
+  AttentionOptions& set_int8_queries(bool int8_queries = true) {
+    options_.int8_queries = int8_queries ? 1 : 0;
+    return *this;
+  }
   AttentionOptions& set_alibi_slopes(const Tensor& slopes) { return Keep(alibi_slopes_, slopes); }
   AttentionOptions& set_mask(const Tensor& mask) { return Keep(mask_, mask); }
   AttentionOptions& set_sinks(const Tensor& sinks) { return Keep(sinks_, sinks); }

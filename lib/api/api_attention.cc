@@ -202,6 +202,7 @@ Status ReadOptionsInto(Call* call, const sattn_attention_options& o) {
   }
   a->softcap = o.softcap;
   a->f32_pv = o.f32_pv != 0;
+  a->int8_queries = o.int8_queries != 0;
   if (o.has_window) {
     if (o.window_left < -1) {
       return InvalidArgument("options->window_left=%" PRId64 " must be >= -1 (-1 = unbounded)",

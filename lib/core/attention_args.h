@@ -66,6 +66,9 @@ struct AttentionArgs {
   bool has_mask = false;
   // Multiply P.V in f32 where a native tile kernel would round P to the inputs' type.
   bool f32_pv = false;
+  // Decoding over I8/I4 keys may round the queries to int8 for integer dot products
+  // (sattn_attention_options.int8_queries; decode/int8_scores-inl.h).
+  bool int8_queries = false;
   // Quantized caches: group scales of I8 and I4 k and v, and the per-kv-head scales of FP8 ones
   // ([heads_kv], a per-tensor scale repeated; empty when the cache is not FP8).
   GroupScales k_group_scales, v_group_scales;

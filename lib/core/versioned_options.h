@@ -24,12 +24,13 @@ constexpr bool CutsField(uint32_t struct_size, size_t offset, size_t size) {
 }
 
 // A sattn_attention_options struct_size that cuts one of the fields appended after the first
-// version (the third version's scale views).
+// version (the third version's scale views, the fourth's int8_queries).
 constexpr bool CutsAttentionOptionsField(uint32_t struct_size) {
   return CutsField(struct_size, offsetof(sattn_attention_options, k_scales),
                    sizeof(const sattn_tensor*)) ||
          CutsField(struct_size, offsetof(sattn_attention_options, v_scales),
-                   sizeof(const sattn_tensor*));
+                   sizeof(const sattn_tensor*)) ||
+         CutsField(struct_size, offsetof(sattn_attention_options, int8_queries), sizeof(int32_t));
 }
 
 enum class OptionsVerdict {

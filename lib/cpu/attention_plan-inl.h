@@ -58,6 +58,26 @@ constexpr int64_t kTargetRows = 192;  // rows per work item: amortises the K/V c
 
 inline size_t RoundUp(size_t x, size_t m) { return (x + m - 1) / m * m; }
 
+// Decoding's integer scores (decode/int8_scores-inl.h, sattn_attention_options.int8_queries):
+// compiled for the AVX3 targets, run on CPUs with AVX512-VNNI.
+constexpr bool kInt8ScoresOnTarget = HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL;
+
+// Whether a streamed decode of `rows` rows per kv head takes the integer scores: asked for,
+// 1 or 4 rows, an I8 key cache of head_dim a multiple of 64 or an I4 one of 128 (in place, so
+// groups of at least a vector: each of vpdpbusd's lanes, 4 or 8 channels, in one group), on a
+// CPU that has the instruction.
+inline bool Int8ScoresApply(const AttentionArgs& a, size_t rows, size_t dim_pad) {
+  if (!kInt8ScoresOnTarget || !a.int8_queries || (rows != 1 && rows != 4)) return false;
+  if (a.k.dtype != DType::kI8 && a.k.dtype != DType::kI4) return false;
+  if (a.k_group_scales.group == 0) return false;
+  const size_t chunk = a.k.dtype == DType::kI4 ? 128 : 64;
+#if HWY_ARCH_X86
+  return dim_pad % chunk == 0 && __builtin_cpu_supports("avx512vnni");
+#else
+  return false;
+#endif
+}
+
 // The two drivers. Prefill (prefill/prefill_driver-inl.h): converted K/V tiles and GEMM
 // scores, one lane per query row. Decode (decode/decode_driver-inl.h): dot-product scores,
 // the cache read in place where it can be.
@@ -113,6 +133,8 @@ struct AttentionPlan {
   // (64 query heads over 8, in f16) decoding is bound by the arithmetic, which the streamed
   // steps add to: 12% slower streamed on a Sapphire Rapids host (2 kv heads: 9% faster).
   bool stream_tiles;
+  // Streamed steps take their scores from int8 queries (Int8ScoresApply).
+  bool int8_scores;
   // Packed scores: floats from one head's score buffer to the next's.
   size_t packed_st_stride;
 
@@ -162,6 +184,7 @@ AttentionPlan MakeAttentionPlan(D d, const AttentionArgs& a) {
       kStreamStepKeys * static_cast<size_t>(c.heads) *
               static_cast<size_t>(ElementBytes(a.k.dtype, static_cast<int64_t>(c.dim_pad))) <=
           kStreamStepBytes;
+  c.int8_scores = c.stream_tiles && Int8ScoresApply(a, rows, c.dim_pad);
   c.packed_st_stride = RoundUp(c.keys_per_tile * rows, c.lanes);
   return c;
 }

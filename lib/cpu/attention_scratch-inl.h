@@ -55,6 +55,11 @@ struct HeadScratch {
   float* m;       // rows_pad
   float* l;       // rows_pad
   float* slope2;  // rows_pad: -ALiBi slope * log2(e) per row (0 for padding rows)
+  // plan.int8_scores only (decode/int8_scores-inl.h): the rows rounded to int8 (dim_pad bytes
+  // each), their lanes' starting sums (dim_pad / 4 each) and their scales.
+  int8_t* q8;
+  int32_t* q8_bias;
+  float* q8_scale;
 };
 
 // A slot's memory seen as another element type: tile kernels whose packed layouts are not f32
@@ -89,6 +94,9 @@ struct AttentionScratchLayout {
   // Then one block per kv head: head h's arrays at head_block + h * head_bytes + their offset.
   size_t head_block = 0, head_bytes = 0;
   ScratchSlot<float> head_q, head_o, head_m, head_l, head_slope2;
+  ScratchSlot<int8_t> head_q8;
+  ScratchSlot<int32_t> head_q8_bias;
+  ScratchSlot<float> head_q8_scale;
   size_t bytes = 0;
 
   AttentionScratch Bind(void* buffer) const;
@@ -104,8 +112,10 @@ struct AttentionScratch {
 
   HeadScratch Head(int64_t h) const {
     unsigned char* block = base + layout->head_block + static_cast<size_t>(h) * layout->head_bytes;
-    return HeadScratch{layout->head_q.In(block), layout->head_o.In(block), layout->head_m.In(block),
-                       layout->head_l.In(block), layout->head_slope2.In(block)};
+    return HeadScratch{layout->head_q.In(block),       layout->head_o.In(block),
+                       layout->head_m.In(block),       layout->head_l.In(block),
+                       layout->head_slope2.In(block),  layout->head_q8.In(block),
+                       layout->head_q8_bias.In(block), layout->head_q8_scale.In(block)};
   }
   // The in-place tiles' row pointers, as pointers to the cache's stored elements.
   template <typename Stored>
@@ -162,6 +172,10 @@ inline AttentionScratchLayout MakeAttentionScratchLayout(const AttentionPlan& pl
   s.head_m = head.Take<float>(R);
   s.head_l = head.Take<float>(R);
   s.head_slope2 = head.Take<float>(R);
+  const size_t q8_rows = plan.int8_scores ? R : 0;
+  s.head_q8 = head.Take<int8_t>(q8_rows * plan.dim_pad);
+  s.head_q8_bias = head.Take<int32_t>(q8_rows * plan.dim_pad / 4);
+  s.head_q8_scale = head.Take<float>(q8_rows);
   s.head_bytes = head.bytes();
   s.head_block = arena.Take<unsigned char>(heads * s.head_bytes).offset;
   s.bytes = arena.bytes();

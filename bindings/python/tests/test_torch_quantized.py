@@ -175,3 +175,16 @@ def test_the_numpy_api_reads_torch_caches_through_dlpack():
         values, scales = torch.zeros_like(cache.values), cache.scales.clone()
         streamattn.quantize_kv(k, out=(values, scales))
         torch.testing.assert_close(as_bytes(values), as_bytes(cache.values), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("fmt", ["i8", "i4"])
+def test_int8_queries_reach_the_library(fmt):
+    """int8_queries through the custom op: against the oracle on the unquantized k and v, within
+    4x the quantized cache's own error (bitwise the exact result where the CPU has no integer
+    dot products)."""
+    q, k, v = randn(1, 1, 8, 128), randn(1, 1500, 8, 128), randn(1, 1500, 8, 128)
+    kq, vq = (sat.quantize_kv(x, fmt) for x in (k, v))
+    exact = sat.attention(q, kq, vq, causal=True).numpy()
+    fast = sat.attention(q, kq, vq, causal=True, int8_queries=True).numpy()
+    want, _ = reference.attention(q.numpy(), k.numpy(), v.numpy(), causal=True)
+    assert reference.max_relative_error(fast, want) <= 4 * reference.max_relative_error(exact, want)

@@ -26,6 +26,7 @@
 #include "cpu/attention_scratch-inl.h"
 #include "cpu/cache_element-inl.h"
 #include "cpu/decode/decode_tile-inl.h"
+#include "cpu/decode/int8_scores-inl.h"
 #include "cpu/decode/stream_tiles-inl.h"
 #include "cpu/kv_rows-inl.h"
 #include "cpu/work_item-inl.h"
@@ -81,6 +82,10 @@ void DecodeWorkItem(D d, const AttentionArgs& a, const AttentionPlan& plan, cons
   for (int64_t h = 0; h < plan.heads; ++h) {
     const HeadScratch head = s.Head(h);
     PackQueryRows(d, a, plan, item, item.hkv_begin + h, head.q, s.row);
+    if (plan.int8_scores) {
+      QuantizeQueryRows(a.k.dtype == DType::kI4, head.q, plan.dim_pad, item.Rows(a), plan.dim_pad,
+                        head.q8, head.q8_bias, head.q8_scale);
+    }
     StartHeadState(a, plan, item, item.hkv_begin + h, head);
   }
   const int64_t kpt = static_cast<int64_t>(plan.keys_per_tile);

@@ -28,6 +28,8 @@
 // 15%), which is why the steps take fixed register blocks (StepBlock) and 8 rows per head,
 // bound by the arithmetic, do not stream.
 // Scratch: two sets of per-head score buffers and one alpha per head (attention_scratch-inl.h).
+// Over I8/I4 keys with int8_queries, the scores of a step of 1 or 4 rows are integer dot
+// products of int8 queries (decode/int8_scores-inl.h); the P.V is unchanged.
 #if defined(STREAMATTN_CPU_DECODE_STREAM_TILES_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef STREAMATTN_CPU_DECODE_STREAM_TILES_INL_H_
 #undef STREAMATTN_CPU_DECODE_STREAM_TILES_INL_H_
@@ -44,6 +46,7 @@
 #include "cpu/attention_scratch-inl.h"
 #include "cpu/decode/decode_tile-inl.h"
 #include "cpu/decode/dot_scores-inl.h"
+#include "cpu/decode/int8_scores-inl.h"
 #include "cpu/decode/scaled_row_step-inl.h"
 #include "cpu/kv_rows-inl.h"
 #include "cpu/pv_block-inl.h"
@@ -134,7 +137,19 @@ HWY_NOINLINE void StreamStep(D d, const E& k_element, const E& v_element, const 
       const CacheRows<E> keys{k_element, k_rows + j, static_cast<ptrdiff_t>(h) * k_stride,
                               next,      nullptr,    0};
       float* st = score_tiles + h * plan.packed_st_stride;
-      if constexpr (kRows == 1 && E::kGroupScales) {
+      bool integer_scores = false;  // int8 queries (plan.int8_scores)
+#if SATTN_INT8_SCORES
+      if constexpr ((kRows == 1 || kRows == 4) && E::kGroupScales) {
+        if (plan.int8_scores) {
+          IntScoreStep<kRows>(keys, 0, plan.dim_pad, head.q8, head.q8_bias, head.q8_scale,
+                              st + j * kRows);
+          integer_scores = true;
+        }
+      }
+#endif
+      if (integer_scores) {
+        // The scores are in st.
+      } else if constexpr (kRows == 1 && E::kGroupScales) {
         static_assert(kStreamStepKeys == 4, "a step is one ScaledDotRow of 4 keys");
         ScaledDotRow(d, head.q, keys, 0, plan.dim_pad, st + j);
       } else if constexpr (kRows > 0) {

@@ -100,6 +100,7 @@ class AttentionOptions(ctypes.Structure):
         ("f32_pv", ctypes.c_int32),
         ("k_scales", _TensorP),  # the third version
         ("v_scales", _TensorP),
+        ("int8_queries", ctypes.c_int32),  # the fourth version
     ]
 
 

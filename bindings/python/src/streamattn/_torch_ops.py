@@ -133,7 +133,7 @@ def attention_out_shape(q, v, heads_first):
 
 def _attention_into(q, k, v, out, lse, scale, causal, window_left, window_right, softcap,
                     alibi_slopes, mask, sinks, seqused_k, block_table, f32_pv, context,
-                    k_scales=None, v_scales=None):
+                    k_scales=None, v_scales=None, int8_queries=False):
     """sattn_attention on torch tensors: out (and lse, if given) in streamattn's layout; k and
     v of a quantized format with their k_scales and v_scales."""
     ctx = _context(context)
@@ -149,7 +149,8 @@ def _attention_into(q, k, v, out, lse, scale, causal, window_left, window_right,
     window = None
     if window_left != -1 or window_right != -1:
         window = (window_left, window_right)
-    options = _api.attention_options(scale, causal, window, softcap, f32_pv, tensor_options)
+    options = _api.attention_options(scale, causal, window, softcap, f32_pv, tensor_options,
+                                     int8_queries)
     _on_stream(ctx, views + [lv] + list(tensor_options.values()))
     qv, kv, vv, ov = views
     _api._check(_api._lib.sattn_attention(ctx.handle, qv.ref(), kv.ref(), vv.ref(), ov.ref(),
@@ -162,7 +163,8 @@ def attention_op(q: Tensor, k: Tensor, v: Tensor, out_heads_first: bool, scale: 
                  alibi_slopes: Optional[Tensor], mask: Optional[Tensor], sinks: Optional[Tensor],
                  seqused_k: Optional[Tensor], block_table: Optional[Tensor], f32_pv: bool,
                  out_dtype: Optional[torch.dtype], context: int, k_scales: Optional[Tensor] = None,
-                 v_scales: Optional[Tensor] = None) -> Tuple[Tensor, Tensor]:
+                 v_scales: Optional[Tensor] = None,
+                 int8_queries: bool = False) -> Tuple[Tensor, Tensor]:
     """sattn_attention into new tensors: q [b, s_q, h_q, d], k and v [b, s_k, h_kv, d(_v)] (or
     pages with block_table; or quantized, with k_scales and v_scales) -> (out, lse float32
     [b, h_q, s_q]); out is [b, s_q, h_q, d_v], or [b, h_q, s_q, d_v] when out_heads_first,
@@ -172,14 +174,14 @@ def attention_op(q: Tensor, k: Tensor, v: Tensor, out_heads_first: bool, scale: 
     lse = torch.empty(lse_shape, dtype=torch.float32, device=q.device)
     _attention_into(q, k, v, out.transpose(1, 2) if out_heads_first else out, lse, scale, causal,
                     window_left, window_right, softcap, alibi_slopes, mask, sinks, seqused_k,
-                    block_table, f32_pv, context, k_scales, v_scales)
+                    block_table, f32_pv, context, k_scales, v_scales, int8_queries)
     return out, lse
 
 
 @attention_op.register_fake
 def _(q, k, v, out_heads_first, scale, causal, window_left, window_right, softcap, alibi_slopes,
       mask, sinks, seqused_k, block_table, f32_pv, out_dtype, context, k_scales=None,
-      v_scales=None):
+      v_scales=None, int8_queries=False):
     out_shape, lse_shape = attention_out_shape(q, v, out_heads_first)
     return (q.new_empty(out_shape, dtype=_dtype_or(out_dtype, q.dtype)),
             q.new_empty(lse_shape, dtype=torch.float32))
@@ -192,17 +194,18 @@ def attention_out_op(q: Tensor, k: Tensor, v: Tensor, out: Tensor, lse: Optional
                      mask: Optional[Tensor], sinks: Optional[Tensor], seqused_k: Optional[Tensor],
                      block_table: Optional[Tensor], f32_pv: bool, context: int,
                      k_scales: Optional[Tensor] = None,
-                     v_scales: Optional[Tensor] = None) -> None:
+                     v_scales: Optional[Tensor] = None, int8_queries: bool = False) -> None:
     """sattn_attention into the caller's out [b, s_q, h_q, d_v] (any strides; it may be q
     itself) and, when given, lse float32 [b, h_q, s_q]."""
     _attention_into(q, k, v, out, lse, scale, causal, window_left, window_right, softcap,
                     alibi_slopes, mask, sinks, seqused_k, block_table, f32_pv, context, k_scales,
-                    v_scales)
+                    v_scales, int8_queries)
 
 
 @attention_out_op.register_fake
 def _(q, k, v, out, lse, scale, causal, window_left, window_right, softcap, alibi_slopes, mask,
-      sinks, seqused_k, block_table, f32_pv, context, k_scales=None, v_scales=None):
+      sinks, seqused_k, block_table, f32_pv, context, k_scales=None, v_scales=None,
+      int8_queries=False):
     return None
 
 
