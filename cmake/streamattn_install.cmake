@@ -1,5 +1,5 @@
 # What `cmake --install` puts in the prefix: the headers (C ABI and C++ wrapper), the shared
-# library under its SONAME, the CMake package (streamattn::streamattn, with a version file) and
+# library under its SONAME (or the static libstreamattn.a), the CMake package (streamattn::streamattn, with a version file) and
 # streamattn.pc for pkg-config, and the `streamattn` tool. tests/install/ builds a CMake and a
 # pkg-config consumer against that tree.
 include(CMakePackageConfigHelpers)
@@ -49,6 +49,14 @@ else()
   set(STREAMATTN_PC_LIBDIR "\${prefix}/${CMAKE_INSTALL_LIBDIR}")
   set(STREAMATTN_PC_INCLUDEDIR "\${prefix}/${CMAKE_INSTALL_INCLUDEDIR}")
 endif()
+set(STREAMATTN_PC_REQUIRES_PRIVATE libhwy)
+if(STREAMATTN_TBB)
+  string(APPEND STREAMATTN_PC_REQUIRES_PRIVATE " tbb")
+endif()
+set(STREAMATTN_PC_LIBS_PRIVATE "-lstdc++ -lm -lpthread")
+foreach(lib IN LISTS CMAKE_DL_LIBS)
+  string(APPEND STREAMATTN_PC_LIBS_PRIVATE " -l${lib}")
+endforeach()
 configure_file(${CMAKE_CURRENT_LIST_DIR}/streamattn.pc.in ${PROJECT_BINARY_DIR}/streamattn.pc
   @ONLY)
 install(FILES ${PROJECT_BINARY_DIR}/streamattn.pc DESTINATION ${pc_dir} COMPONENT Development)

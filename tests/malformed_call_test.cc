@@ -90,6 +90,11 @@ std::vector<Malformed> Matrix() {
          c.options.free_fn = NoFree;
          return c.Create();
        }},
+      {"create: runner_data without a runner", kInvalid, "options->runner is NULL",
+       [](Calls& c) {
+         c.options.runner_data = &c;
+         return c.Create();
+       }},
       {"create: a newer struct setting an unknown field", SATTN_ERR_UNSUPPORTED, "options sets",
        [](Calls& c) {
          struct Newer {

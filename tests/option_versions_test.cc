@@ -33,6 +33,9 @@ constexpr size_t kContextOptionsV2Size =
     offsetof(sattn_context_options, alloc_user) + sizeof(void*);
 constexpr size_t kContextOptionsV3Size =
     offsetof(sattn_context_options, cpu_kernel) + sizeof(int32_t);
+// Version 4 appended the parallel runner.
+constexpr size_t kContextOptionsV4Size =
+    offsetof(sattn_context_options, runner_data) + sizeof(void*);
 constexpr size_t kContextInfoV1Size =
     offsetof(sattn_context_info, cuda_availability) + sizeof(const char*);
 constexpr size_t kSoftmaxOptionsV1Size =
@@ -150,8 +153,7 @@ TEST(OptionVersionsTest, ContextOptionsV1GetsTheDefaultAllocator) {
   ASSERT_EQ(sattn_context_create(&older.head, &ctx), SATTN_OK) << sattn_last_error();
   const sattn_context_info info = Info(ctx);
   EXPECT_EQ(info.backend, SATTN_BACKEND_CPU);
-  const int available = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  EXPECT_EQ(info.num_threads, std::min(2, available));
+  EXPECT_EQ(info.num_threads, std::min(2, testing_util::BuiltInThreads()));
   std::vector<float> x(100, 1.0f);
   EXPECT_EQ(sattn_exp2(ctx, x.data(), x.data(), 100), SATTN_OK) << sattn_last_error();
   EXPECT_EQ(x[99], 2.0f);
@@ -221,6 +223,37 @@ TEST(OptionVersionsTest, ContextOptionsV3ForcesTheCpuKernel) {
   EXPECT_EQ(sattn_context_create(&fields, &ctx), SATTN_ERR_INVALID_ARGUMENT);
   EXPECT_NE(std::string(sattn_last_error()).find("options->cpu_kernel=77"), std::string::npos)
       << sattn_last_error();
+}
+
+// Runs every index on the caller's thread and counts the loops.
+int32_t CountingRunner(void* loops, sattn_parallel_task task, void* task_data, int64_t count) {
+  ++*static_cast<int*>(loops);
+  for (int64_t i = 0; i < count; ++i) task(task_data, i, 0);
+  return 0;
+}
+
+// Version 4's runner is honoured (garbage after version 3 was not: the test above); a size
+// inside runner or runner_data is not a version's.
+TEST(OptionVersionsTest, ContextOptionsV4RunsItsRunner) {
+  int loops = 0;
+  sattn_context_options fields{};
+  fields.num_threads = 2;
+  fields.backend = SATTN_BACKEND_CPU;
+  fields.runner = CountingRunner;
+  fields.runner_data = &loops;
+  InLargerBuffer<sattn_context_options> older;
+  OlderCaller(fields, kContextOptionsV4Size, &older);
+  sattn_context* ctx = nullptr;
+  ASSERT_EQ(sattn_context_create(&older.head, &ctx), SATTN_OK) << sattn_last_error();
+  std::vector<float> x(100, 1.0f), y(100);
+  EXPECT_EQ(sattn_exp2(ctx, x.data(), y.data(), 100), SATTN_OK) << sattn_last_error();
+  EXPECT_EQ(loops, 1);
+  EXPECT_EQ(y[99], 2.0f);
+  EXPECT_EQ(sattn_context_destroy(ctx), SATTN_OK);
+  for (size_t size : {offsetof(sattn_context_options, runner) + 1, kContextOptionsV4Size - 1}) {
+    OlderCaller(fields, size, &older);
+    ExpectStructSizeRejected(sattn_context_create(&older.head, &ctx), "options", size);
+  }
 }
 
 TEST(OptionVersionsTest, ContextInfoV1IsFilledAndNothingAfterItIsWritten) {

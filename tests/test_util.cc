@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <stdexcept>
+#include <thread>
 
 #include "core/dtype.h"
 
@@ -328,6 +329,14 @@ double MaxRelativeError(const std::vector<double>& got, const std::vector<double
 double MaxRelativeError(const Array& got, const Array& want) {
   if (got.shape != want.shape) return kInf;
   return MaxRelativeError(got.data, want.data);
+}
+
+int BuiltInThreads() {
+#if STREAMATTN_TEST_TBB
+  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+#else
+  return 1;
+#endif
 }
 
 ScopedContext::ScopedContext(int32_t num_threads) {

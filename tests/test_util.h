@@ -114,6 +114,10 @@ void ForEachIndex(const std::vector<int64_t>& shape, F&& f) {
   }
 }
 
+// The most threads a context without a runner runs: the process's CPUs with oneTBB, 1 in a
+// build without it (STREAMATTN_TBB=OFF).
+int BuiltInThreads();
+
 // A context with a given thread count (0 = all cores), destroyed at scope exit.
 class ScopedContext {
  public:

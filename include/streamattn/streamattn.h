@@ -48,7 +48,10 @@ typedef enum sattn_status {
   SATTN_ERR_UNSUPPORTED = 2,         /* well-formed, but this build/backend cannot do it */
   SATTN_ERR_OUT_OF_MEMORY = 3,       /* an allocation failed; nothing was written */
   SATTN_ERR_BACKEND_UNAVAILABLE = 4, /* e.g. CUDA requested but no usable GPU */
-  SATTN_ERR_INTERNAL = 5             /* a bug in streamattn: please report the message */
+  SATTN_ERR_INTERNAL = 5,            /* a bug in streamattn: please report the message */
+  /* the context's parallel runner (sattn_context_options.runner) returned non-zero, or broke
+   * its contract; the message gives the runner's code. Outputs are unspecified. */
+  SATTN_ERR_RUNNER_FAILED = 6
 } sattn_status;
 
 /* "major.minor.patch" of the library actually loaded (may differ from the header's). */
@@ -160,10 +163,38 @@ typedef enum sattn_cpu_kernel {
   SATTN_CPU_KERNEL_NEON_FP16 = 4
 } sattn_cpu_kernel;
 
+/* An application's own threads for a context's parallel loops, in the manner of libjxl's
+ * JxlParallelRunner (sattn_context_options.runner). Every parallel loop of the context calls
+ *
+ *   runner(runner_data, task, task_data, count)
+ *
+ * which must call task(task_data, index, thread) exactly once for every index in [0, count)
+ * and return 0 once all those calls have returned (count >= 1). Contract:
+ *  - runner is called only on the thread that called into streamattn, inside that call, never
+ *    concurrently for one context, and never from inside a task.
+ *  - The indices may run in any order, on any threads (the calling one included), at once.
+ *  - thread is a slot in [0, num_threads), num_threads being the context's
+ *    (sattn_context_info.num_threads): two task calls that run at the same time must pass
+ *    different slots; calls one after another may share one. A pool's worker number fits.
+ *    streamattn checks what it cheaply can: a slot outside that range or in use, an index
+ *    outside [0, count) (the task returns without running either) or a number of task calls
+ *    other than count makes the call return SATTN_ERR_RUNNER_FAILED.
+ *  - task never fails, never throws and never calls into streamattn or the allocator.
+ *  - Failure: return any non-zero code (e.g. the pool could not start a thread); the runner
+ *    may then skip the indices it has not started, but must still return only after every
+ *    task call it made has returned. The streamattn call then returns
+ *    SATTN_ERR_RUNNER_FAILED, its message names the code, and the contents of its outputs are
+ *    unspecified (some may be written). The context stays usable.
+ * Results are the same bytes for every runner and every num_threads. */
+typedef void (*sattn_parallel_task)(void* task_data, int64_t index, int32_t thread);
+typedef int32_t (*sattn_parallel_runner)(void* runner_data, sattn_parallel_task task,
+                                         void* task_data, int64_t count);
+
 typedef struct sattn_context_options {
   uint32_t struct_size; /* sizeof(sattn_context_options) */
   int32_t num_threads;  /* CPU threads, the caller's included; 0 or more than the process
-                         * may use = all it may use */
+                         * may use = all it may use (with a runner: its thread slots; in a
+                         * build without oneTBB and no runner: always 1) */
   int32_t backend;      /* a sattn_backend; 0 = auto */
   /* Optional allocator (appended in the second version of this struct: a struct_size of 12,
    * the first version's, means none). Set both functions or neither (NULL: the C library's
@@ -189,6 +220,14 @@ typedef struct sattn_context_options {
   void* alloc_user;
   /* A sattn_cpu_kernel; 0 = auto (appended in the third version of this struct). */
   int32_t cpu_kernel;
+  /* Optional parallel runner (appended in the fourth version; see sattn_parallel_runner):
+   * when set, the context starts no threads of its own and runs every parallel loop through
+   * runner(runner_data, ...); num_threads is then the number of thread slots it passes
+   * (0 = as many as the CPUs the process may use; not capped by them). NULL: oneTBB, or, in a
+   * build without oneTBB (STREAMATTN_TBB=OFF), the calling thread alone. runner_data is only
+   * passed to it; setting it without runner is an error. */
+  sattn_parallel_runner runner;
+  void* runner_data;
 } sattn_context_options;
 
 typedef struct sattn_context sattn_context;

@@ -8,6 +8,7 @@
 
 #include "api/api_guard.h"
 #include "api/context.h"
+#include "core/versioned_options.h"
 #include "cpu/cpu_backend.h"
 #include "cuda_host/cuda_backend.h"
 #include "cuda_host/cuda_plugin.h"
@@ -23,6 +24,9 @@ constexpr size_t kContextOptionsV2Size =
     offsetof(sattn_context_options, alloc_user) + sizeof(void*);
 constexpr size_t kContextOptionsV3Size =
     offsetof(sattn_context_options, cpu_kernel) + sizeof(int32_t);
+// Version 4 appended the parallel runner.
+constexpr size_t kContextOptionsV4Size =
+    offsetof(sattn_context_options, runner_data) + sizeof(void*);
 constexpr size_t kContextInfoV1Size =
     offsetof(sattn_context_info, cuda_availability) + sizeof(const char*);
 constexpr int kMaxThreads = 4096;
@@ -126,12 +130,15 @@ Status CreateContext(const sattn_context_options* user, sattn_context** out) {
   SATTN_RETURN_IF_ERROR(ReadOptions(user, "options", kContextOptionsV1Size, &options));
   if (user != nullptr &&
       ((user->struct_size > kContextOptionsV1Size && user->struct_size < kContextOptionsV2Size) ||
-       (user->struct_size > kContextOptionsV2Size && user->struct_size < kContextOptionsV3Size))) {
+       (user->struct_size > kContextOptionsV2Size && user->struct_size < kContextOptionsV3Size) ||
+       CutsField(user->struct_size, offsetof(sattn_context_options, runner), sizeof(void*)) ||
+       CutsField(user->struct_size, offsetof(sattn_context_options, runner_data), sizeof(void*)))) {
     // Not the size of any version: it would copy part of a field.
     return InvalidArgument(
-        "options->struct_size=%u is not the size of a version (%zu, %zu, or at least %zu: set "
-        "it to sizeof(sattn_context_options))",
-        user->struct_size, kContextOptionsV1Size, kContextOptionsV2Size, kContextOptionsV3Size);
+        "options->struct_size=%u is not the size of a version (%zu, %zu, %zu, or at least %zu: "
+        "set it to sizeof(sattn_context_options))",
+        user->struct_size, kContextOptionsV1Size, kContextOptionsV2Size, kContextOptionsV3Size,
+        kContextOptionsV4Size);
   }
   if (options.num_threads < 0 || options.num_threads > kMaxThreads) {
     return InvalidArgument("options->num_threads=%d must be in [0, %d] (0 = all cores)",
@@ -148,6 +155,11 @@ Status CreateContext(const sattn_context_options* user, sattn_context** out) {
         "both be NULL",
         options.alloc_fn != nullptr ? "set" : "NULL", options.free_fn != nullptr ? "set" : "NULL");
   }
+  if (options.runner == nullptr && options.runner_data != nullptr) {
+    return InvalidArgument(
+        "options->runner is NULL but options->runner_data is set: runner_data is only passed to "
+        "a runner (set both, or leave runner_data NULL)");
+  }
   int32_t requested = SATTN_BACKEND_AUTO;
   const char* source = "";
   SATTN_RETURN_IF_ERROR(RequestedBackend(options.backend, &requested, &source));
@@ -158,10 +170,21 @@ Status CreateContext(const sattn_context_options* user, sattn_context** out) {
     return BackendUnavailable("%s=cuda: the CUDA backend is unavailable: %s", source,
                               cuda->reason.c_str());
   }
-  // oneTBB will not run more threads than the process may use, so a larger request is capped
-  // (and reported as such by sattn_context_get_info) rather than silently not honoured.
-  const int available = ThreadPool::DefaultNumThreads();
-  if (options.num_threads == 0 || options.num_threads > available) options.num_threads = available;
+  if (options.runner != nullptr) {
+    // The runner's threads are the application's: as many slots as it asks for, even beyond
+    // the cores (its pool may be larger).
+    if (options.num_threads == 0) {
+      options.num_threads = std::min(ThreadPool::AvailableCpus(), kMaxThreads);
+    }
+  } else {
+    // oneTBB will not run more threads than the process may use (and a build without it runs
+    // one), so a larger request is capped (and reported as such by sattn_context_get_info)
+    // rather than silently not honoured.
+    const int available = ThreadPool::DefaultNumThreads();
+    if (options.num_threads == 0 || options.num_threads > available) {
+      options.num_threads = available;
+    }
+  }
 
   const Allocator alloc(options.alloc_fn, options.free_fn, options.alloc_user);
   void* memory = alloc.Allocate(sizeof(sattn_context), alignof(sattn_context));
@@ -173,7 +196,10 @@ Status CreateContext(const sattn_context_options* user, sattn_context** out) {
   // From here an AllocationFailure unwinds through ctx's deleter: nothing leaks.
   std::unique_ptr<sattn_context, ContextDeleter> ctx(new (memory) sattn_context(alloc));
   ctx->options = options;
-  ctx->pool = ThreadPool::Create(options.num_threads, alloc);
+  ctx->pool = options.runner != nullptr
+                  ? ThreadPool::CreateWithRunner(options.num_threads, options.runner,
+                                                 options.runner_data, alloc)
+                  : ThreadPool::Create(options.num_threads, alloc);
   ctx->cpu =
       MakeUnique<CpuBackend>(alloc, ctx->pool.get(), &ctx->scratch, alloc, options.cpu_kernel);
   ctx->f32_kernel = PrefillTileKernelName(DType::kF32, options.cpu_kernel);

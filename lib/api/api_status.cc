@@ -61,6 +61,8 @@ SATTN_API const char* sattn_status_string(sattn_status status) {
       return "backend unavailable";
     case SATTN_ERR_INTERNAL:
       return "internal error";
+    case SATTN_ERR_RUNNER_FAILED:
+      return "parallel runner failed";
   }
   return "unknown status";
 }

@@ -30,13 +30,16 @@ Status Unsupported(const char* format, ...) __attribute__((format(printf, 1, 2))
 Status BackendUnavailable(const char* format, ...) __attribute__((format(printf, 1, 2)));
 Status OutOfMemory(const char* format, ...) __attribute__((format(printf, 1, 2)));
 Status Internal(const char* format, ...) __attribute__((format(printf, 1, 2)));
+Status RunnerFailed(const char* format, ...) __attribute__((format(printf, 1, 2)));
 
 }  // namespace streamattn
 
-#define SATTN_RETURN_IF_ERROR(expr)                        \
-  do {                                                     \
-    ::streamattn::Status sattn_status_tmp_ = (expr);       \
-    if (!sattn_status_tmp_.ok()) return sattn_status_tmp_; \
+// Variadic so that the expression may be a call with a lambda whose body has top-level commas
+// (pool->ParallelFor(n, [&](...) { int64_t a = 0, b = 1; ... })).
+#define SATTN_RETURN_IF_ERROR(...)                          \
+  do {                                                      \
+    ::streamattn::Status sattn_status_tmp_ = (__VA_ARGS__); \
+    if (!sattn_status_tmp_.ok()) return sattn_status_tmp_;  \
   } while (0)
 
 #endif  // STREAMATTN_CORE_STATUS_H_

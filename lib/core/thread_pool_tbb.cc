@@ -1,4 +1,5 @@
-// The one file that names oneTBB: a task_arena per context, sized to its thread count.
+// The one file that names oneTBB: a task_arena per context, sized to its thread count. Left out
+// of a build with STREAMATTN_TBB=OFF, where thread_pool_serial.cc stands in.
 #include <tbb/blocked_range.h>
 #include <tbb/info.h>
 #include <tbb/parallel_for.h>
@@ -32,25 +33,16 @@
 namespace streamattn {
 namespace {
 
-// One thread: run inline, without entering an arena (no task overhead, no TBB threads).
-class InlinePool final : public ThreadPool {
- public:
-  int NumWorkers() const override { return 1; }
-  void ParallelFor(int64_t num_tasks, FunctionRef<void(int64_t, int)> body) override {
-    for (int64_t task = 0; task < num_tasks; ++task) body(task, 0);
-  }
-};
-
 class TbbPool final : public ThreadPool {
  public:
   explicit TbbPool(int num_threads) : num_threads_(num_threads), arena_(num_threads) {}
 
   int NumWorkers() const override { return num_threads_; }
 
-  void ParallelFor(int64_t num_tasks, FunctionRef<void(int64_t, int)> body) override {
+  Status ParallelFor(int64_t num_tasks, FunctionRef<void(int64_t, int)> body) override {
     if (num_tasks <= 1) {
       if (num_tasks == 1) body(0, 0);
-      return;
+      return Status();
     }
     char started, finished;  // sync addresses for ThreadSanitizer only (see the top)
     STREAMATTN_TSAN_RELEASE(&started);
@@ -68,6 +60,7 @@ class TbbPool final : public ThreadPool {
           tbb::simple_partitioner());
     });
     STREAMATTN_TSAN_ACQUIRE(&finished);
+    return Status();
   }
 
  private:

@@ -86,25 +86,23 @@ Status RunWorkItems(D d, const AttentionArgs& a, const AttentionPlan& plan, Thre
   const WorkSplit w = SplitWork(a, plan);
   auto bound = [&](int worker) { return layout.Bind(scratch->Get<unsigned char>(worker)); };
   if (w.chunks == 1) {
-    pool->ParallelFor(w.items, [&](int64_t index, int worker) {
+    return pool->ParallelFor(w.items, [&](int64_t index, int worker) {
       run_item(w.Item(a, plan, index), bound(worker));
     });
-    return Status();
   }
   const size_t partial_floats = PartialFloats(plan);
   partials->resize(static_cast<size_t>(w.items * w.chunks) * partial_floats);
-  pool->ParallelFor(w.items * w.chunks, [&](int64_t task, int worker) {
+  SATTN_RETURN_IF_ERROR(pool->ParallelFor(w.items * w.chunks, [&](int64_t task, int worker) {
     WorkItem item = w.Item(a, plan, task / w.chunks);
     item.chunk_begin = task % w.chunks * w.chunk_keys;
     item.chunk_end = std::min(a.seq_k, item.chunk_begin + w.chunk_keys);
     item.partial = partials->data() + task * partial_floats;
     run_item(item, bound(worker));
-  });
-  pool->ParallelFor(w.items, [&](int64_t index, int worker) {
+  }));
+  return pool->ParallelFor(w.items, [&](int64_t index, int worker) {
     const float* first = partials->data() + index * w.chunks * partial_floats;
     MergeSplitsAndFinish(d, a, plan, w.Item(a, plan, index), first, w.chunks, bound(worker).row);
   });
-  return Status();
 }
 
 // The driver runs as the plan's path says (ChooseAttentionPath); prefill with the tile kernel

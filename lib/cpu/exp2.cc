@@ -51,11 +51,10 @@ void Exp2Array(const float* x, float* y, size_t n) { HWY_DYNAMIC_DISPATCH(Exp2Ar
 Status CpuBackend::Exp2(const float* x, float* y, int64_t n) {
   const auto exp2 = HWY_DYNAMIC_DISPATCH(Exp2ArrayImpl);
   constexpr int64_t kChunk = 1 << 16;
-  pool_->ParallelFor((n + kChunk - 1) / kChunk, [&](int64_t task, int) {
+  return pool_->ParallelFor((n + kChunk - 1) / kChunk, [&](int64_t task, int) {
     const int64_t begin = task * kChunk;
     exp2(x + begin, y + begin, static_cast<size_t>(std::min(kChunk, n - begin)));
   });
-  return Status();
 }
 
 }  // namespace streamattn

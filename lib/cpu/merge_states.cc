@@ -71,11 +71,11 @@ Status CpuBackend::MergeStates(const MergeStatesArgs& args) {
   SATTN_RETURN_IF_ERROR(scratch_->Reserve(workers, scratch_floats * sizeof(float)));
   const auto merge_rows = HWY_DYNAMIC_DISPATCH(MergeStatesRowsImpl);
   const int64_t rows_per_task = ItemsPerTask(rows, (args.num_parts + 1) * args.out.dim(3), workers);
-  pool_->ParallelFor((rows + rows_per_task - 1) / rows_per_task, [&](int64_t task, int worker) {
+  return pool_->ParallelFor((rows + rows_per_task - 1) / rows_per_task, [&](int64_t task,
+                                                                            int worker) {
     const int64_t begin = task * rows_per_task;
     merge_rows(args, begin, std::min(rows, begin + rows_per_task), scratch_->Get<float>(worker));
   });
-  return Status();
 }
 
 }  // namespace streamattn

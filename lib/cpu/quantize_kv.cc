@@ -68,7 +68,7 @@ Status CpuBackend::QuantizeKV(const QuantizeKVArgs& a) {
   const int64_t per_task =
       ItemsPerTask(rows, heads * static_cast<int64_t>(dim) * 8, pool_->NumWorkers());
   const int64_t tasks = (rows + per_task - 1) / per_task;
-  pool_->ParallelFor(tasks, [&](int64_t task, int worker) {
+  return pool_->ParallelFor(tasks, [&](int64_t task, int worker) {
     float* x = scratch_->Get<float>(worker);
     for (int64_t r = task * per_task; r < std::min(rows, (task + 1) * per_task); ++r) {
       const int64_t b = r / n, t = r % n, key = a.positions[b] + t;
@@ -89,7 +89,6 @@ Status CpuBackend::QuantizeKV(const QuantizeKVArgs& a) {
       }
     }
   });
-  return Status();
 }
 
 }  // namespace streamattn

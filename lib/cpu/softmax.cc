@@ -259,23 +259,23 @@ Status CpuBackend::Softmax(const SoftmaxArgs& args) {
     const int64_t floats = stage ? staged_begin + split.n : offsets_end;
     SATTN_RETURN_IF_ERROR(scratch_->Reserve(workers, floats * sizeof(float)));
     const int64_t rows_per_task = ItemsPerTask(rows, 8 * split.n, workers);
-    pool_->ParallelFor((rows + rows_per_task - 1) / rows_per_task, [&](int64_t task, int worker) {
-      float* buffers = scratch_->Get<float>(worker);
-      float* offsets = buffers + 2 * kSoftmaxChunk;
-      float* staged = stage ? buffers + staged_begin : nullptr;
-      const int64_t row_end = std::min(rows, (task + 1) * rows_per_task);
-      ScoreState parts[RowSplit::kMaxParts];
-      for (int64_t row = task * rows_per_task; row < row_end; ++row) {
-        for (int64_t p = 0; p < split.parts; ++p) {
-          parts[p] = pass1(row, p, buffers, offsets + p * chunks_per_part, staged);
-        }
-        const RowFinish finish = FinishRow(FoldParts(parts, split.parts, c), args.temperature);
-        for (int64_t p = 0; p < split.parts; ++p) {
-          pass2(row, p, finish, buffers, offsets + p * chunks_per_part, staged);
-        }
-      }
-    });
-    return Status();
+    return pool_->ParallelFor(
+        (rows + rows_per_task - 1) / rows_per_task, [&](int64_t task, int worker) {
+          float* buffers = scratch_->Get<float>(worker);
+          float* offsets = buffers + 2 * kSoftmaxChunk;
+          float* staged = stage ? buffers + staged_begin : nullptr;
+          const int64_t row_end = std::min(rows, (task + 1) * rows_per_task);
+          ScoreState parts[RowSplit::kMaxParts];
+          for (int64_t row = task * rows_per_task; row < row_end; ++row) {
+            for (int64_t p = 0; p < split.parts; ++p) {
+              parts[p] = pass1(row, p, buffers, offsets + p * chunks_per_part, staged);
+            }
+            const RowFinish finish = FinishRow(FoldParts(parts, split.parts, c), args.temperature);
+            for (int64_t p = 0; p < split.parts; ++p) {
+              pass2(row, p, finish, buffers, offsets + p * chunks_per_part, staged);
+            }
+          }
+        });
   }
 
   // Few long rows: tasks take runs of consecutive parts, in each pass.
@@ -287,17 +287,17 @@ Status CpuBackend::Softmax(const SoftmaxArgs& args) {
   Vector<ScoreState> parts(items, alloc_);
   Vector<float> offsets(items * chunks_per_part, alloc_);
   Vector<RowFinish> finish(rows, alloc_);
-  pool_->ParallelFor(tasks, [&](int64_t task, int worker) {
+  SATTN_RETURN_IF_ERROR(pool_->ParallelFor(tasks, [&](int64_t task, int worker) {
     const int64_t end = std::min(items, (task + 1) * parts_per_task);
     for (int64_t item = task * parts_per_task; item < end; ++item) {
       parts[item] = pass1(item / split.parts, item % split.parts, scratch_->Get<float>(worker),
                           offsets.data() + item * chunks_per_part, nullptr);
     }
-  });
+  }));
   for (int64_t row = 0; row < rows; ++row) {
     finish[row] = FinishRow(FoldParts(&parts[row * split.parts], split.parts, c), args.temperature);
   }
-  pool_->ParallelFor(tasks, [&](int64_t task, int worker) {
+  return pool_->ParallelFor(tasks, [&](int64_t task, int worker) {
     const int64_t end = std::min(items, (task + 1) * parts_per_task);
     for (int64_t item = task * parts_per_task; item < end; ++item) {
       const int64_t row = item / split.parts;
@@ -305,7 +305,6 @@ Status CpuBackend::Softmax(const SoftmaxArgs& args) {
             offsets.data() + item * chunks_per_part, nullptr);
     }
   });
-  return Status();
 }
 
 }  // namespace streamattn

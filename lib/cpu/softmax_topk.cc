@@ -130,22 +130,22 @@ Status CpuBackend::SoftmaxTopK(const SoftmaxTopKArgs& args) {
   if (!SplitRowsAcrossTasks(rows, split, workers)) {
     // Whole rows per task: one store per row, across its parts (the threshold carries over).
     const int64_t rows_per_task = ItemsPerTask(rows, 4 * split.n, workers);
-    pool_->ParallelFor((rows + rows_per_task - 1) / rows_per_task, [&](int64_t task, int worker) {
-      float* chunk;
-      CandidateStore store = worker_store(worker, &chunk);
-      const int64_t row_end = std::min(rows, (task + 1) * rows_per_task);
-      ScoreState parts[RowSplit::kMaxParts];
-      for (int64_t row = task * rows_per_task; row < row_end; ++row) {
-        store.Reset();
-        for (int64_t p = 0; p < split.parts; ++p) {
-          parts[p] = part_topk(args.in, row, split.Begin(p), split.End(p), c, &store, chunk);
-        }
-        size_t count;
-        uint64_t* keys = store.Kept(&count);
-        WriteTopKRow(args, row, keys, count, FoldParts(parts, split.parts, c), c);
-      }
-    });
-    return Status();
+    return pool_->ParallelFor(
+        (rows + rows_per_task - 1) / rows_per_task, [&](int64_t task, int worker) {
+          float* chunk;
+          CandidateStore store = worker_store(worker, &chunk);
+          const int64_t row_end = std::min(rows, (task + 1) * rows_per_task);
+          ScoreState parts[RowSplit::kMaxParts];
+          for (int64_t row = task * rows_per_task; row < row_end; ++row) {
+            store.Reset();
+            for (int64_t p = 0; p < split.parts; ++p) {
+              parts[p] = part_topk(args.in, row, split.Begin(p), split.End(p), c, &store, chunk);
+            }
+            size_t count;
+            uint64_t* keys = store.Kept(&count);
+            WriteTopKRow(args, row, keys, count, FoldParts(parts, split.parts, c), c);
+          }
+        });
   }
 
   // Few long rows: tasks take runs of consecutive parts (of one row or two). Each part's state
@@ -168,20 +168,21 @@ Status CpuBackend::SoftmaxTopK(const SoftmaxTopKArgs& args) {
     std::copy(keys, keys + count, merged + row_counts[row]);
     row_counts[row] = KeepBestKeys(merged, row_counts[row] + count, k);
   };
-  pool_->ParallelFor((items + parts_per_task - 1) / parts_per_task, [&](int64_t task, int worker) {
-    float* chunk;
-    CandidateStore store = worker_store(worker, &chunk);
-    const int64_t end = std::min(items, (task + 1) * parts_per_task);
-    for (int64_t item = task * parts_per_task; item < end; ++item) {
-      const int64_t row = item / split.parts, p = item % split.parts;
-      store.Share(&row_bounds[row]);
-      parts[item] = part_topk(args.in, row, split.Begin(p), split.End(p), c, &store, chunk);
-      if (p + 1 == split.parts || item + 1 == end) {
-        merge_into_row(row, store);
-        store.Reset();
-      }
-    }
-  });
+  SATTN_RETURN_IF_ERROR(pool_->ParallelFor(
+      (items + parts_per_task - 1) / parts_per_task, [&](int64_t task, int worker) {
+        float* chunk;
+        CandidateStore store = worker_store(worker, &chunk);
+        const int64_t end = std::min(items, (task + 1) * parts_per_task);
+        for (int64_t item = task * parts_per_task; item < end; ++item) {
+          const int64_t row = item / split.parts, p = item % split.parts;
+          store.Share(&row_bounds[row]);
+          parts[item] = part_topk(args.in, row, split.Begin(p), split.End(p), c, &store, chunk);
+          if (p + 1 == split.parts || item + 1 == end) {
+            merge_into_row(row, store);
+            store.Reset();
+          }
+        }
+      }));
   for (int64_t row = 0; row < rows; ++row) {
     WriteTopKRow(args, row, row_keys.data() + row * 2 * k, row_counts[row],
                  FoldParts(&parts[row * split.parts], split.parts, c), c);

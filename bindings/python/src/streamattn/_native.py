@@ -19,6 +19,7 @@ ERR_UNSUPPORTED = 2
 ERR_OUT_OF_MEMORY = 3
 ERR_BACKEND_UNAVAILABLE = 4
 ERR_INTERNAL = 5
+ERR_RUNNER_FAILED = 6  # the context's parallel runner failed (not set from Python)
 
 # sattn_dtype
 DTYPE_F32 = 1
