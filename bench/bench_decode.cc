@@ -27,7 +27,7 @@ struct DecodeShape {
   sattn_dtype kv_dtype;       // f32, f16, bf16, or a quantized format (i8, fp8_e4m3, i4)
   int64_t page_size;          // 0: contiguous
   int64_t group = 0;          // i8, i4: channels per f16 scale (0: one scale a row)
-  bool int8_queries = false;  // i8, i4: sattn_attention_options.int8_queries (name: "q8")
+  bool int8_queries = false;  // i4: sattn_attention_options.int8_queries (name: "q8")
 
   bool Quantized() const {
     return kv_dtype == SATTN_DTYPE_I8 || kv_dtype == SATTN_DTYPE_FP8_E4M3 ||
@@ -87,7 +87,7 @@ std::vector<DecodeShape> Shapes(bool quick) {
     shapes.push_back({1, 32, 8, 128, 4096, SATTN_DTYPE_F16, 0});
     shapes.push_back({1, 32, 8, 128, 4096, SATTN_DTYPE_F16, 16});
     shapes.push_back({1, 32, 8, 128, 4096, SATTN_DTYPE_I8, 0, 32});
-    shapes.push_back({1, 32, 8, 128, 4096, SATTN_DTYPE_I8, 0, 32, true});
+    shapes.push_back({1, 32, 8, 128, 4096, SATTN_DTYPE_I4, 0, 32, true});
     return shapes;
   }
   // Quantized caches first (the shapes their targets name), each beside its f16 twin.
@@ -104,7 +104,7 @@ std::vector<DecodeShape> Shapes(bool quick) {
             if (s.F16Twin().KvBytes() > (int64_t{3} << 30)) continue;
             shapes.push_back(s);
             // The integer scores beside the exact ones, contiguous caches.
-            if (format != SATTN_DTYPE_FP8_E4M3 && page == 0) {
+            if (format == SATTN_DTYPE_I4 && page == 0) {
               DecodeShape q8 = s;
               q8.int8_queries = true;
               shapes.push_back(q8);

@@ -39,7 +39,7 @@ FORMATS = [("f16", None, None), ("i8 g32", "i8", 32), ("i8 per row", "i8", "row"
            ("fp8_e4m3 per head", "fp8_e4m3", None), ("i4 g32", "i4", 32)]
 # Decoding's int8_queries beside them (integer Q.K^T where the CPU has AVX512-VNNI; elsewhere
 # these rows repeat the exact ones).
-INT8_QUERIES = [("i8 g32, int8_queries", "i8", 32), ("i4 g32, int8_queries", "i4", 32)]
+INT8_QUERIES = [("i4 g32, int8_queries", "i4", 32)]
 SCALE_BYTES = 2  # float16 group scales
 
 

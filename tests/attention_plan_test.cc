@@ -173,7 +173,7 @@ void CheckLayout(const AttentionPlan& plan) {
   EXPECT_GE(s.head_o.count, R * plan.dim_v_pad);
   if (plan.int8_scores) {  // QuantizeQueryRows' output (decode/int8_scores-inl.h)
     EXPECT_GE(s.head_q8.count, R * plan.dim_pad);
-    EXPECT_GE(s.head_q8_bias.count, R * plan.dim_pad / 4);
+    EXPECT_GE(s.head_q8_bias.count, R * plan.dim_pad / 8);
     EXPECT_GE(s.head_q8_scale.count, R);
   }
   if (plan.cache_in_place) {

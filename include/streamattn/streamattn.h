@@ -339,16 +339,16 @@ typedef struct sattn_attention_options {
   const sattn_tensor* k_scales;
   const sattn_tensor* v_scales;
   /* Nonzero (appended in the fourth version of this struct): a faster, approximate Q.K^T over
-   * an I8 or I4 k, as llama.cpp's quantized caches take it. Each query row is rounded to int8
-   * (one scale per row and kv head: max |q| / 127, q / scale rounded to nearest even), and its
+   * an I4 k, as llama.cpp's quantized caches take it. Each query row is rounded to int8 (one
+   * scale per row and kv head: max |q| / 127, q / scale rounded to nearest even), and its
    * products with the cache's integers are summed exactly in int32 by integer dot-product
    * instructions (AVX512-VNNI), each group's sum then meeting its scale in f32. The rounding of
-   * q adds, per score, up to half a step of q (max |q| / 254) times sum |k|: measured against
-   * the unquantized K/V, 1.1 to 3 times the error an I8 cache adds by itself, and nothing
-   * visible beside an I4 cache's (docs/performance.md). It applies where decoding streams the cache (one or
-   * four query rows per kv head; head_dim a multiple of 64 for I8, of 128 for I4; group scales
-   * read in place) on CPUs that have the instructions; elsewhere, and with 0 (the default),
-   * the scores are the exact path's, within f32 rounding of the dequantized cache's. */
+   * q adds, per score, up to half a step of q (max |q| / 254) times sum |k|, which measured
+   * nothing visible beside the error of the I4 cache itself (docs/performance.md). It applies
+   * where decoding streams the cache (one or four query rows per kv head, head_dim a multiple
+   * of 128, group scales read in place) on CPUs that have the instructions; elsewhere (I8 and
+   * FP8 caches included: their exact scores measured as fast), and with 0 (the default), the
+   * scores are the exact path's, within f32 rounding of the dequantized cache's. */
   int32_t int8_queries;
 } sattn_attention_options;
 

@@ -231,7 +231,7 @@ class AttentionOptions {
     options_.f32_pv = f32_pv ? 1 : 0;
     return *this;
   }
-  // Over an I8 or I4 k: int8 queries and integer Q.K^T where decoding can take them
+  // Over an I4 k: int8 queries and integer Q.K^T where decoding can take them
   // (sattn_attention_options.int8_queries: faster, approximate).
   AttentionOptions& set_int8_queries(bool int8_queries = true) {
     options_.int8_queries = int8_queries ? 1 : 0;

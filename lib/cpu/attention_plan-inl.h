@@ -63,16 +63,14 @@ inline size_t RoundUp(size_t x, size_t m) { return (x + m - 1) / m * m; }
 constexpr bool kInt8ScoresOnTarget = HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL;
 
 // Whether a streamed decode of `rows` rows per kv head takes the integer scores: asked for,
-// 1 or 4 rows, an I8 key cache of head_dim a multiple of 64 or an I4 one of 128 (in place, so
-// groups of at least a vector: each of vpdpbusd's lanes, 4 or 8 channels, in one group), on a
-// CPU that has the instruction.
+// 1 or 4 rows, an I4 key cache of head_dim a multiple of 128 (in place, so groups of at least
+// a vector: each of vpdpbusd's lanes, 8 channels, in one group), on a CPU that has the
+// instruction. (I8 keys keep the exact scores: decode/int8_scores-inl.h says why.)
 inline bool Int8ScoresApply(const AttentionArgs& a, size_t rows, size_t dim_pad) {
   if (!kInt8ScoresOnTarget || !a.int8_queries || (rows != 1 && rows != 4)) return false;
-  if (a.k.dtype != DType::kI8 && a.k.dtype != DType::kI4) return false;
-  if (a.k_group_scales.group == 0) return false;
-  const size_t chunk = a.k.dtype == DType::kI4 ? 128 : 64;
+  if (a.k.dtype != DType::kI4 || a.k_group_scales.group == 0) return false;
 #if HWY_ARCH_X86
-  return dim_pad % chunk == 0 && __builtin_cpu_supports("avx512vnni");
+  return dim_pad % 128 == 0 && __builtin_cpu_supports("avx512vnni");
 #else
   return false;
 #endif

@@ -56,7 +56,7 @@ struct HeadScratch {
   float* l;       // rows_pad
   float* slope2;  // rows_pad: -ALiBi slope * log2(e) per row (0 for padding rows)
   // plan.int8_scores only (decode/int8_scores-inl.h): the rows rounded to int8 (dim_pad bytes
-  // each), their lanes' starting sums (dim_pad / 4 each) and their scales.
+  // each), their lanes' starting sums (dim_pad / 8 each) and their scales.
   int8_t* q8;
   int32_t* q8_bias;
   float* q8_scale;
@@ -174,7 +174,7 @@ inline AttentionScratchLayout MakeAttentionScratchLayout(const AttentionPlan& pl
   s.head_slope2 = head.Take<float>(R);
   const size_t q8_rows = plan.int8_scores ? R : 0;
   s.head_q8 = head.Take<int8_t>(q8_rows * plan.dim_pad);
-  s.head_q8_bias = head.Take<int32_t>(q8_rows * plan.dim_pad / 4);
+  s.head_q8_bias = head.Take<int32_t>(q8_rows * plan.dim_pad / 8);
   s.head_q8_scale = head.Take<float>(q8_rows);
   s.head_bytes = head.bytes();
   s.head_block = arena.Take<unsigned char>(heads * s.head_bytes).offset;

@@ -343,10 +343,9 @@ def test_the_accuracy_script_ranks_the_formats_by_their_bits(rng):
 
 @pytest.mark.parametrize("case", ["i8 g32", "i4 g32", "fp8 head"])
 def test_int8_queries_stay_within_their_rounding(rng, case):
-    """int8_queries: decoding over an int8 or int4 k may round the queries to int8 (where the
-    CPU sums them in integers). Against the float64 oracle on the unquantized k and v, the
-    error stays within 4x the quantized cache's own (measured 1.1-2.9x for int8, 1.0x for
-    int4); an fp8 cache is not affected at all."""
+    """int8_queries: decoding over an int4 k may round the queries to int8 (where the CPU sums
+    them in integers). Against the float64 oracle on the unquantized k and v, the error stays
+    within 4x the int4 cache's own (measured 1.0x); int8 and fp8 caches are not affected."""
     q = rng.uniform(-1, 1, (2, 1, 8, 128)).astype(np.float32)
     k = rng.uniform(-1, 1, (2, 1500, 8, 128)).astype(np.float32)
     v = rng.uniform(-1, 1, (2, 1500, 8, 128)).astype(np.float32)
@@ -357,5 +356,5 @@ def test_int8_queries_stay_within_their_rounding(rng, case):
     assert relative_error(exact, want) <= 2e-6
     unquantized, _ = reference.attention(q, k, v, causal=True)
     assert relative_error(fast, unquantized) <= 4 * relative_error(exact, unquantized)
-    if case.startswith("fp8"):
+    if not case.startswith("i4"):
         np.testing.assert_array_equal(fast, exact)

@@ -83,8 +83,8 @@ void DecodeWorkItem(D d, const AttentionArgs& a, const AttentionPlan& plan, cons
     const HeadScratch head = s.Head(h);
     PackQueryRows(d, a, plan, item, item.hkv_begin + h, head.q, s.row);
     if (plan.int8_scores) {
-      QuantizeQueryRows(a.k.dtype == DType::kI4, head.q, plan.dim_pad, item.Rows(a), plan.dim_pad,
-                        head.q8, head.q8_bias, head.q8_scale);
+      QuantizeQueryRows(head.q, plan.dim_pad, item.Rows(a), plan.dim_pad, head.q8, head.q8_bias,
+                        head.q8_scale);
     }
     StartHeadState(a, plan, item, item.hkv_begin + h, head);
   }

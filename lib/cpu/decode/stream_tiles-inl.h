@@ -28,8 +28,8 @@
 // 15%), which is why the steps take fixed register blocks (StepBlock) and 8 rows per head,
 // bound by the arithmetic, do not stream.
 // Scratch: two sets of per-head score buffers and one alpha per head (attention_scratch-inl.h).
-// Over I8/I4 keys with int8_queries, the scores of a step of 1 or 4 rows are integer dot
-// products of int8 queries (decode/int8_scores-inl.h); the P.V is unchanged.
+// Over I4 keys with int8_queries, the scores of a step of 1 or 4 rows are integer dot products
+// of int8 queries (decode/int8_scores-inl.h); the P.V is unchanged.
 #if defined(STREAMATTN_CPU_DECODE_STREAM_TILES_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef STREAMATTN_CPU_DECODE_STREAM_TILES_INL_H_
 #undef STREAMATTN_CPU_DECODE_STREAM_TILES_INL_H_
@@ -139,7 +139,7 @@ HWY_NOINLINE void StreamStep(D d, const E& k_element, const E& v_element, const 
       float* st = score_tiles + h * plan.packed_st_stride;
       bool integer_scores = false;  // int8 queries (plan.int8_scores)
 #if SATTN_INT8_SCORES
-      if constexpr ((kRows == 1 || kRows == 4) && E::kGroupScales) {
+      if constexpr ((kRows == 1 || kRows == 4) && E::kGroupScales && E::kBits == 4) {
         if (plan.int8_scores) {
           IntScoreStep<kRows>(keys, 0, plan.dim_pad, head.q8, head.q8_bias, head.q8_scale,
                               st + j * kRows);

@@ -241,8 +241,8 @@ def attention(q, k, v, *, scale=None, causal=False, window=None, softcap=None, a
     [heads_q]. mask: additive, [batch or 1, heads_q or 1, seq_q, seq_k]. seqused_k: int32
     [batch] keys per sequence. block_table: int32 [batch, max_pages] (paged KV cache).
     f32_pv: P.V in float32 where a native CPU kernel (bfloat16 inputs) would round P.
-    int8_queries: over an int8 or int4 k, round each query row to int8 where decoding can then
-    sum Q.K^T in integers (AVX512-VNNI): faster, about 1e-3 of the output's scale less exact
+    int8_queries: over an int4 k, round each query row to int8 where decoding can then sum
+    Q.K^T in integers (AVX512-VNNI): faster, slightly less exact
     (sattn_attention_options.int8_queries).
     out: where to write (else a new array of `dtype`, default q's dtype). lse: where to write the
     float32 [batch, heads_q, seq_q] log-sum-exps. Returns out, or (out, lse) when return_lse is
