@@ -264,12 +264,14 @@ class FuzzTensor {
     }
     return LoadFloat(At(index));
   }
-  // Quantized formats: x is rounded to a code (integers saturated), as the tests' HostTensor.
+  // Quantized formats: x is rounded to a code (integers saturated), as the tests' HostTensor; an
+  // integer format has no NaN, so a NaN (planted in a view Mutate turned integer) becomes 0.
   void Set(const int64_t* index, float x) const {
     if (dtype_ == SATTN_DTYPE_I4) {
       const int64_t bit = BitOffset(index);
       const int shift = static_cast<int>(bit % 8);
-      const int q = static_cast<int>(testing_util::RoundTo(SATTN_DTYPE_I4, x)) & 0xF;
+      const int q =
+          std::isnan(x) ? 0 : static_cast<int>(testing_util::RoundTo(SATTN_DTYPE_I4, x)) & 0xF;
       uint8_t& byte = buffer_[bit / 8];
       byte = static_cast<uint8_t>((byte & ~(0xF << shift)) | (q << shift));
       return;
@@ -320,7 +322,9 @@ class FuzzTensor {
         std::memcpy(p, &h, 2);
         return;
       case SATTN_DTYPE_I8:
-        *p = static_cast<uint8_t>(static_cast<int8_t>(testing_util::RoundTo(SATTN_DTYPE_I8, x)));
+        *p = std::isnan(x) ? 0
+                           : static_cast<uint8_t>(
+                                 static_cast<int8_t>(testing_util::RoundTo(SATTN_DTYPE_I8, x)));
         return;
       case SATTN_DTYPE_FP8_E4M3:
         *p = testing_util::ToE4M3(x);
