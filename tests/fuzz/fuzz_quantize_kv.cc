@@ -119,6 +119,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         positions.SetInt(&b, static_cast<int32_t>(start[b]));
       }
     }
+    // What the call will read: a broadcast view (stride 0) holds one position for all.
+    for (int64_t b = 0; b < batch && positions.real() && !positions.mutated() &&
+                        positions.view().dtype == SATTN_DTYPE_I32;
+         ++b) {
+      start[b] = positions.GetInt(&b);
+    }
     o.positions = &positions.view();
   }
   if (paged) {

@@ -207,6 +207,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       used[b] = in.ConsumeIntegralInRange<int64_t>(0, seq_k);
       if (!seqused.mutated()) seqused.SetInt(&b, static_cast<int32_t>(used[b]));
     }
+    // What the call will read: a broadcast view (stride 0) holds one count for all.
+    for (int64_t b = 0; b < batch && seqused.real() && !seqused.mutated(); ++b) {
+      used[b] = seqused.GetInt(&b);
+    }
     o.seqused_k = &seqused.view();
   }
   if (paged) {
