@@ -34,11 +34,8 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "core/attention_args.h"
-#include "core/dtype.h"
 #include "cpu/decode/dot_scores-inl.h"
 #include "cpu/kv_rows-inl.h"
-#include "cpu/quantized_element-inl.h"
 #include "hwy/highway.h"
 
 #if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
@@ -94,16 +91,12 @@ inline void QuantizeQueryRows(const float* q, size_t ldq, size_t rows, size_t di
 #define SATTN_INT8_SCORES 1
 #define SATTN_ATTR_AVX512_VNNI __attribute__((target(HWY_TARGET_STR ",avx512vnni")))
 
-// The scales of a row's groups in chunk `chunk`, spread over its 16 lanes: lane L covers
-// channels chunk * C + 8 L, in group (those) >> log2_group (groups of at least 8 channels).
-// Masked loads read no scale past the chunk's.
+// A row's scales for one chunk, spread over its 16 lanes: lane L covers channels
+// chunk * C + 8 L, in group (those) >> log2_group (groups of at least 8 channels). `first` is
+// the chunk's first group, `mask` its groups (masked loads read no scale past them).
 template <typename S>
-SATTN_ATTR_AVX512_VNNI HWY_INLINE __m512 LaneScales(const S* scales, size_t chunk, int log2_group,
+SATTN_ATTR_AVX512_VNNI HWY_INLINE __m512 LaneScales(const S* scales, size_t first, __mmask16 mask,
                                                     __m512i lane_group) {
-  constexpr size_t C = kInt8ScoreChunk;
-  const size_t first = (chunk * C) >> log2_group;
-  const size_t groups = std::max<size_t>(1, C >> log2_group);
-  const __mmask16 mask = static_cast<__mmask16>((1u << groups) - 1);
   __m512 s;
   if constexpr (std::is_same_v<S, float>) {
     s = _mm512_maskz_loadu_ps(mask, scales + first);
@@ -132,6 +125,8 @@ SATTN_ATTR_AVX512_VNNI HWY_NOINLINE void IntScoreStep(const CacheRows<E>& keys, 
   const int lane_shift = log2_group - 3;
   const __m512i lane_group = _mm512_srli_epi32(
       _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15), lane_shift);
+  const size_t groups_per_chunk = std::max<size_t>(1, C >> log2_group);
+  const __mmask16 group_mask = static_cast<__mmask16>((1u << groups_per_chunk) - 1);
   const char* next_rows[kKeys];
   const uint8_t* rows[kKeys];
   const typename E::Scale* scales[kKeys];
@@ -162,7 +157,8 @@ SATTN_ATTR_AVX512_VNNI HWY_NOINLINE void IntScoreStep(const CacheRows<E>& keys, 
     }
 #pragma GCC unroll 4
     for (size_t k = 0; k < kKeys; ++k) {
-      const __m512 lane_scales = LaneScales(scales[k], chunk, log2_group, lane_group);
+      const __m512 lane_scales =
+          LaneScales(scales[k], (chunk * C) >> log2_group, group_mask, lane_group);
       const __m512i u = _mm512_xor_si512(_mm512_loadu_si512(rows[k] + chunk * 64), offset);
       const __m512i low = _mm512_and_si512(u, nibble);
       const __m512i high = _mm512_and_si512(_mm512_srli_epi16(u, 4), nibble);
