@@ -120,6 +120,19 @@ HWY_INLINE void ConvertCacheTile(D d, const AttentionArgs& a, const AttentionPla
                                  float* HWY_RESTRICT tile) {
   const size_t heads = static_cast<size_t>(plan.heads);
   WithCacheElement(a, t, [&](auto element) {
+    using E = decltype(element);
+    // A contiguous cache whose key holds one dense run (prefill's usual case): step one pointer
+    // by the key stride rather than locate each key's row and test its layout again.
+    if constexpr (!E::kGroupScales) {
+      if (!a.paged && dim == dim_pad && t.stride(3) == 1 &&
+          (heads == 1 || t.stride(2) == static_cast<int64_t>(dim))) {
+        const auto* row = static_cast<const typename E::Stored*>(a.KeyRow(t, b, k0, hkv_begin));
+        for (size_t c = 0; c < nb; ++c, row += t.stride(1)) {
+          ConvertRow(d, element, row, 1, heads * dim, tile + c * heads * dim_pad);
+        }
+        return;
+      }
+    }
     for (size_t c = 0; c < nb; ++c) {
       ConvertKeyRows(d, element, a, t, b, k0 + static_cast<int64_t>(c), hkv_begin, heads, dim,
                      dim_pad, tile + c * heads * dim_pad);
