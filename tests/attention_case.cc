@@ -203,7 +203,7 @@ AttentionCall::AttentionCall(const AttentionCase& c)
   k_scales_view = k_scales.view(), v_scales_view = v_scales.view();
   if (c.v_in_k) {
     v_view = k.view(), v_view.shape[3] = DimV(c);
-    if (c.v_format != 0) {
+    if (c.v_format != 0 && c.v_format != SATTN_DTYPE_FP8_E4M3) {  // FP8's are per kv head
       v_scales_view = k_scales.view(), v_scales_view.shape[3] = v_scales.shape()[3];
     }
   }

@@ -3,9 +3,10 @@
 // rotary) over one shared kv head, V the first 512 channels, either a view of K's own rows (the
 // MLA cache, read once) or a separate tensor. Decoding of one position (16 and 128 query heads:
 // a GEMM, the prefill driver; 4: the decode driver in place), paged caches, chunked prefill,
-// an I8 cache with group and whole-row scales, and the same bytes for any thread count and for
-// V inside K or beside it.
+// quantized caches (I8 with group and whole-row scales, I4, FP8), and the same bytes for any
+// thread count and for V inside K or beside it.
 #include <cstdlib>
+#include <utility>
 #include <vector>
 
 #include "attention_case.h"
@@ -74,15 +75,18 @@ TEST_P(MlaTest, ChunkedPrefillCausal) {
   }
 }
 
-// An I8 latent cache: groups of 32 channels (V's scales the first 16 of K's 18 when V is inside
-// K) and one scale a row (576 channels, not a power of two: read through converted tiles).
-TEST_P(MlaTest, QuantizedI8Cache) {
+// A quantized latent cache: I8 in groups of 32 channels (V's scales the first 16 of K's 18 when
+// V is inside K) and with one scale a row (576 channels, not a power of two: read through
+// converted tiles); I4 in groups of 32 and FP8 with one scale, beside them.
+TEST_P(MlaTest, QuantizedCaches) {
   ScopedContext ctx;
-  for (int64_t group : {32, 0}) {
+  const std::pair<sattn_dtype, int64_t> formats[] = {
+      {SATTN_DTYPE_I8, 32}, {SATTN_DTYPE_I8, 0}, {SATTN_DTYPE_I4, 32}, {SATTN_DTYPE_FP8_E4M3, 0}};
+  for (auto [format, group] : formats) {
     for (bool v_in_k : {true, false}) {
       for (int64_t heads_q : {16, 4}) {
         AttentionCase c = Mla(1, Small() ? 300 : 700, heads_q, SATTN_DTYPE_F32, v_in_k);
-        c.k_format = c.v_format = SATTN_DTYPE_I8;
+        c.k_format = c.v_format = format;
         c.k_group = c.v_group = group;
         c.scale_dtype = SATTN_DTYPE_F16;
         ExpectMatchesOracle(ctx.get(), c);
