@@ -101,6 +101,10 @@ std::vector<Row> BenchExp2(const BenchOptions& options);
 std::vector<Row> BenchPrefill(const BenchOptions& options);
 // bench prefill's chunked-prefill rows (chunked_prefill_rows.cc): f16 and quantized caches.
 std::vector<Row> ChunkedPrefillRows(sattn_context* ctx, int threads, const BenchOptions& options);
+// bench decode's MLA rows (mla_decode_rows.cc): absorbed multi-head latent attention, a GEMM
+// per step; *gflops gets each row's GFLOP/s, for the peak fractions set after the last row.
+std::vector<Row> MlaDecodeRows(sattn_context* ctx, int threads, const BenchOptions& options,
+                               std::vector<double>* gflops);
 int RunRssProbe(int64_t seq);  // the child process of the prefill memory row
 std::vector<Row> BenchSoftmax(const BenchOptions& options);
 std::vector<Row> BenchTopK(const BenchOptions& options);

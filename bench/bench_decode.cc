@@ -2,7 +2,8 @@
 // of K and V bytes read, as a fraction of the read bandwidth the tool measures in the same run
 // (all threads summing a buffer far larger than the last-level cache). Each timed call reads a
 // different copy of the cache, rotating through at least 1 GiB, so the cache is timed coming
-// from memory, not from the LLC.
+// from memory, not from the LLC. MLA's steps, a GEMM, are rows of their own, in GFLOP/s against
+// the arithmetic peaks (mla_decode_rows.cc).
 #include <algorithm>
 #include <cinttypes>
 #include <cstdio>
@@ -391,10 +392,30 @@ std::vector<Row> BenchDecode(const BenchOptions& options) {
         return row;
       },
       &measured);
+  // MLA decoding is a GEMM (mla_decode_rows.cc): its rows are set against the arithmetic
+  // peaks, not the bandwidth.
+  const double bf16_before = MeasureBf16DotPeakGflops(threads);
+  std::vector<double> mla_gflops;
+  std::vector<Row> mla = MlaDecodeRows(ctx.get(), threads, options, &mla_gflops);
   const double bandwidth = std::max(bandwidth_before, MeasureReadBandwidthGbps(threads));
   const double fma_gflops = std::max(fma_before, MeasureFmaPeakGflops(threads));
-  for (size_t i = 0; i < rows.size(); ++i) {
+  for (size_t i = 0; i < measured.size(); ++i) {
     SetLimitFields(rows[i], measured[i].shape, measured[i].figure, bandwidth, fma_gflops);
+  }
+  const double bf16_peak = std::max(bf16_before, MeasureBf16DotPeakGflops(threads));
+  for (size_t i = 0; i < mla.size(); ++i) {
+    mla[i].Set("peak_fraction", mla_gflops[i] / fma_gflops).Set("fma_peak_gflops", fma_gflops);
+    if (bf16_peak > 0) {
+      mla[i]
+          .Set("bf16_dot_peak_gflops", bf16_peak)
+          .Set("bf16_peak_fraction", mla_gflops[i] / bf16_peak);
+    }
+    std::fprintf(stderr,
+                 "decode %s: %.3f of the FMA peak (%.0f GFLOP/s), %.3f of the bf16 dot-product "
+                 "peak (%.0f GFLOP/s; 0: none)\n",
+                 mla[i].Get("name").c_str(), mla_gflops[i] / fma_gflops, fma_gflops,
+                 bf16_peak > 0 ? mla_gflops[i] / bf16_peak : 0.0, bf16_peak);
+    rows.push_back(mla[i]);
   }
   return rows;
 }

@@ -69,7 +69,7 @@ void PrintHelp() {
       "\nshape (each overrides the model's):\n"
       "  --heads-q N        query heads\n"
       "  --heads-kv N       key/value heads (divides --heads-q)\n"
-      "  --head-dim N       1..256\n"
+      "  --head-dim N       1..512 (v as wide)\n"
       "  --window N         sliding window: each query sees itself and the N keys before\n"
       "  --softcap X        logit softcap (0: none)\n"
       "  --dtype T          bf16 (default), f16 or f32, for q, k, v and out\n"
@@ -110,7 +110,7 @@ LayerConfig ParseArgs(int argc, char** argv, bool* help) {
     } else if (arg == "--heads-kv") {
       heads_kv = args.Int(1, 1024);
     } else if (arg == "--head-dim") {
-      head_dim = args.Int(1, 256);
+      head_dim = args.Int(1, 512);
     } else if (arg == "--window") {
       window = args.Int(0, int64_t{1} << 40);
     } else if (arg == "--softcap") {

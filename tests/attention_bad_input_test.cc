@@ -53,9 +53,13 @@ std::vector<BadCall> BadCalls() {
          c.k_view.shape[2] = 3;
          c.v_view.shape[2] = 3;
        }},
-      {"head_dim above 256", SATTN_ERR_INVALID_ARGUMENT, "head_dim",
+      {"head_dim above 576", SATTN_ERR_INVALID_ARGUMENT, "head_dim",
        [](AttentionCall& c) {
-         for (sattn_tensor* t : {&c.q_view, &c.k_view}) t->shape[3] = 257;
+         for (sattn_tensor* t : {&c.q_view, &c.k_view}) t->shape[3] = 577;
+       }},
+      {"head_dim_v above 512", SATTN_ERR_INVALID_ARGUMENT, "head_dim_v",
+       [](AttentionCall& c) {
+         for (sattn_tensor* t : {&c.v_view, &c.out_view}) t->shape[3] = 513;
        }},
       {"out seq mismatch", SATTN_ERR_INVALID_ARGUMENT, "out.shape[1]",
        [](AttentionCall& c) { c.out_view.shape[1] = 4; }},

@@ -25,6 +25,8 @@ std::string AttentionCase::Describe() const {
   if (!q_order.empty()) s << " q_order";
   if (!kv_order.empty()) s << " kv_order";
   if (page_size > 0) s << " page_size=" << page_size;
+  if (v_in_k) s << " v_in_k";
+  if (v_copies_k) s << " v_copies_k";
   if (k_format != 0) s << " k=" << DTypeName(k_format) << "/g" << k_group;
   if (v_format != 0) s << " v=" << DTypeName(v_format) << "/g" << v_group;
   if (Quantized()) {
@@ -172,6 +174,14 @@ AttentionCall::AttentionCall(const AttentionCase& c)
       }
     }
   }
+  if (c.v_in_k || c.v_copies_k) {
+    // v holds what the view of k shows (the oracle reads it); with v_in_k the call reads k's.
+    ForEachIndex(v.shape(), [&](const std::vector<int64_t>& i) { v.Set(i, k.Get(i)); });
+    if (c.v_format != 0) {
+      ForEachIndex(v_scales.shape(),
+                   [&](const std::vector<int64_t>& i) { v_scales.Set(i, k_scales.Get(i)); });
+    }
+  }
   options.struct_size = sizeof(options);
   options.scale = c.scale;
   options.causal = c.causal;
@@ -191,6 +201,12 @@ AttentionCall::AttentionCall(const AttentionCase& c)
   options.sinks = c.sinks ? &sinks_view : nullptr;
   options.mask = c.mask ? &mask_view : nullptr;
   k_scales_view = k_scales.view(), v_scales_view = v_scales.view();
+  if (c.v_in_k) {
+    v_view = k.view(), v_view.shape[3] = DimV(c);
+    if (c.v_format != 0 && c.v_format != SATTN_DTYPE_FP8_E4M3) {  // FP8's are per kv head
+      v_scales_view = k_scales.view(), v_scales_view.shape[3] = v_scales.shape()[3];
+    }
+  }
   options.k_scales = c.k_format != 0 ? &k_scales_view : nullptr;
   options.v_scales = c.v_format != 0 ? &v_scales_view : nullptr;
   with_lse_ = c.with_lse;

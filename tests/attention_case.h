@@ -42,6 +42,11 @@ struct AttentionCase {
   sattn_dtype scale_dtype = SATTN_DTYPE_F32;  // of I8 and I4 group scales
   std::vector<int> scales_order;              // their storage order; empty: kv_order's
   bool fp8_per_tensor = false;                // FP8: one scale for the tensor, not one a kv head
+  // v is a view of k's own leading head_dim_v channels (MLA's latent cache: one buffer, K rows
+  // of 576 channels, V their first 512), its scales likewise a view of k's (v_format and
+  // v_group must then be k's, or v_group 0 with k_group 0: one scale a row).
+  bool v_in_k = false;
+  bool v_copies_k = false;  // v holds a copy of k's leading channels in its own buffer
   uint64_t seed = 1;
 
   bool Quantized() const { return k_format != 0 || v_format != 0; }

@@ -202,6 +202,41 @@ void TestScratchLayoutIsTypedAndDisjoint() {
   }
 }
 
+// MLA after weight absorption (DeepSeek-V2/V3, Kimi K2): one latent kv head of 576 channels,
+// V its first 512, 16 or 128 query heads. Decoding one position is a GEMM of 16 or 128 rows per
+// kv head, so it takes the prefill driver; V as a view of K's leading channels is seen as such
+// (V rows taken from the converted K tile), a separate V is not; and the worker's scratch stays
+// bounded and independent of the cache length.
+void TestMlaShapes() {
+  const hn::ScalableTag<float> d;
+  for (int64_t heads_q : {16, 128}) {
+    for (DType kv : {DType::kBF16, DType::kF16, DType::kF32}) {
+      AttentionArgs a = ArgsOf(1, heads_q, 1, 576, kv);
+      a.head_dim_v = 512;
+      a.v = a.k, a.v.shape[3] = 512;  // a view of k's leading channels
+      AttentionPlan c = MakeAttentionPlan(d, a);
+      EXPECT_FALSE(c.decode()) << heads_q << " rows per kv head";
+      EXPECT_TRUE(c.values_in_key_tile);
+      EXPECT_EQ(c.dim_pad, RoundUp(576, c.lanes));
+      EXPECT_EQ(c.dim_v_pad, RoundUp(512, c.lanes));
+      CheckLayout(c);
+      const size_t bytes = MakeAttentionScratchLayout(c).bytes;
+      EXPECT_LE(bytes, size_t{4} << 20);
+      a.seq_k = 1 << 20;
+      EXPECT_EQ(MakeAttentionScratchLayout(MakeAttentionPlan(d, a)).bytes, bytes);
+      // The same shapes in a second buffer (or at another offset) are two tensors.
+      a.v = ShapeOnly(kv, a.seq_k, 1, 512);
+      a.v.strides[2] = a.k.strides[2], a.v.strides[1] = a.k.strides[1];
+      a.v.data = reinterpret_cast<void*>(uintptr_t{64});
+      EXPECT_FALSE(MakeAttentionPlan(d, a).values_in_key_tile);
+    }
+  }
+  // Prefill of 192 rows per work item at the widest rows.
+  AttentionArgs a = ArgsOf(4096, 128, 1, 576, DType::kBF16);
+  a.head_dim_v = 512, a.v = a.k, a.v.shape[3] = 512;
+  CheckLayout(MakeAttentionPlan(d, a));
+}
+
 }  // namespace HWY_NAMESPACE
 }  // namespace streamattn
 HWY_AFTER_NAMESPACE();
@@ -216,6 +251,7 @@ SATTN_TEST_RUNS_ON_ITS_TARGET(AttentionPlanTest)
 HWY_EXPORT_AND_TEST_P(AttentionPlanTest, TestPathFollowsRowsPerHead);
 HWY_EXPORT_AND_TEST_P(AttentionPlanTest, TestTileShapesFitTheWork);
 HWY_EXPORT_AND_TEST_P(AttentionPlanTest, TestScratchLayoutIsTypedAndDisjoint);
+HWY_EXPORT_AND_TEST_P(AttentionPlanTest, TestMlaShapes);
 
 }  // namespace
 }  // namespace streamattn

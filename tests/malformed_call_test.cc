@@ -202,10 +202,18 @@ std::vector<Malformed> Matrix() {
          c.dense.v_view.shape[2] = 3;
          return c.Dense();
        }},
-      {"attention: head_dim above 256", kInvalid, "q.shape[3]=300 (head_dim) must be <= 256",
+      {"attention: head_dim above 576", kInvalid, "q.shape[3]=577 (head_dim) must be <= 576",
        [](Calls& c) {
-         c.dense.q_view.shape[3] = 300;
-         c.dense.k_view.shape[3] = 300;
+         c.dense.q_view.shape[3] = 577;
+         c.dense.k_view.shape[3] = 577;
+         return c.Dense();
+       }},
+      // MLA's widths (576 scored, 512 of V) are the limits; V one channel wider is refused by
+      // name before anything is read or written.
+      {"attention: head_dim_v above 512", kInvalid, "v.shape[3]=513 (head_dim_v) must be <= 512",
+       [](Calls& c) {
+         c.dense.v_view.shape[3] = 513;
+         c.dense.out_view.shape[3] = 513;
          return c.Dense();
        }},
       {"attention: seq_q of out", kInvalid, "out.shape[1]=4 must equal q.shape[1]=5",

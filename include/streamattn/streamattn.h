@@ -362,7 +362,10 @@ typedef struct sattn_attention_options {
  *   out [batch, seq_q, heads_q, head_dim_v]   f32, f16 or bf16 (may differ from q)
  *   lse [batch, heads_q, seq_q] float32, natural log; optional (NULL)
  * heads_q must be a multiple of heads_kv (GQA; heads_kv = 1 is MQA); query head h reads kv
- * head h / (heads_q / heads_kv). head_dim and head_dim_v are 1..256. Any strides.
+ * head h / (heads_q / heads_kv). head_dim is 1..576 and head_dim_v 1..512 (MLA's widths, below);
+ * larger ones are refused (SATTN_ERR_INVALID_ARGUMENT naming q.shape[3] or v.shape[3]; the CUDA
+ * backend covers head_dim 64, 128 and 256 and returns SATTN_ERR_UNSUPPORTED for others). Any
+ * strides.
  * The state is float32 whatever the dtypes. A row that sees no key gets out = 0 and
  * lse = -inf (or the sink's logit when sinks are given), never NaN.
  * Non-finite inputs. A row sees the keys its causal mask and window allow, below seqused_k[b],
@@ -374,7 +377,20 @@ typedef struct sattn_attention_options {
  * not see never affect it, whatever q.k, k and v hold there; pages the block table does not
  * name for a sequence's used keys are never read.
  * out may be exactly the same view as q (in place); no other overlap between out, lse and the
- * inputs is allowed. Results are bitwise identical for any thread count. options may be NULL.
+ * inputs is allowed (inputs may overlap each other). Results are bitwise identical for any thread
+ * count. options may be NULL.
+ * V inside K (multi-head latent attention after weight absorption: DeepSeek-V2/V3, Kimi K2): v
+ * may be a view of the leading channels of k's own rows, the same data pointer, dtype and
+ * strides with a smaller shape[3] (and, quantized, v_scales the same view of k_scales). The
+ * kernels then read each cached row once for both: converted K tiles serve as V tiles, and
+ * decoding in place finds V in the lines the scores loaded. For a cache of one latent kv head,
+ * 512 latent + 64 rotary channels a row, and 128 absorbed query heads of 576 channels:
+ *     int64_t kv_shape[4] = {batch, seq_k, 1, 576};
+ *     sattn_tensor k = sattn_tensor_contiguous(cache, SATTN_DTYPE_BF16, 4, kv_shape);
+ *     sattn_tensor v = k;
+ *     v.shape[3] = 512;             (the first 512 channels of every row, k's strides)
+ *     q [batch, 1, 128, 576], out [batch, 1, 128, 512]; options->scale = 1/sqrt(192), the
+ *     un-absorbed head's width (128 + 64).
  * Decoding (seq_q up to 16) takes a path that packs the query heads of a kv head into one
  * tile and splits long caches into chunks merged with sattn_merge_states' rule, so each K/V
  * byte is read once per call. */

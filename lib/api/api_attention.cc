@@ -12,7 +12,13 @@
 namespace streamattn {
 namespace {
 
-constexpr int64_t kMaxHeadDim = 256;
+// The widest rows: MLA after weight absorption (DeepSeek-V2/V3, Kimi K2) scores 576 channels
+// (512 latent + 64 rotary) and takes V from the first 512. Nothing in the CPU kernels is sized
+// by head_dim at compile time (tiles and scratch follow the plan), so these limits only bound
+// a worker's scratch: with head_dim 576 a prefill worker's K and V tiles and packed queries
+// stay under 2 MiB (attention_scratch-inl.h), whatever the sequence length.
+constexpr int64_t kMaxHeadDim = 576;
+constexpr int64_t kMaxHeadDimV = 512;
 
 // A validated call: its arguments and the device they live on.
 struct Call {
@@ -258,9 +264,9 @@ Status CheckShapes(AttentionArgs* a) {
     return InvalidArgument("q.shape[3]=%" PRId64 " (head_dim) must be <= %" PRId64, a->q.dim(3),
                            kMaxHeadDim);
   }
-  if (a->v.dim(3) > kMaxHeadDim) {
+  if (a->v.dim(3) > kMaxHeadDimV) {
     return InvalidArgument("v.shape[3]=%" PRId64 " (head_dim_v) must be <= %" PRId64, a->v.dim(3),
-                           kMaxHeadDim);
+                           kMaxHeadDimV);
   }
   for (int dim = 0; dim < 3; ++dim) {
     SATTN_RETURN_IF_ERROR(CheckSameExtent(a->out, "out", dim, a->q, "q", dim));

@@ -87,6 +87,32 @@ struct AttentionArgs {
   // The keys sequence b has.
   int64_t SeqK(int64_t b) const { return seqused_k.empty() ? seq_k : seqused_k[b]; }
 
+  // Whether v is a view of the leading channels of k's own rows (MLA after weight absorption:
+  // K rows of 512 latent + 64 rotary channels, V their first 512): the same data, dtype and
+  // strides, and the same scales where quantized. Then every value element is a key element
+  // already read for the scores, so a kernel that converts K rows may take V from the converted
+  // K tile instead of converting the same bytes again (ConvertKeyTile), and kernels reading the
+  // cache in place find V rows in the lines the scores just loaded.
+  bool ValuesInsideKeys() const {
+    if (v.data != k.data || v.dtype != k.dtype || head_dim_v > head_dim) return false;
+    for (int i = 0; i < 4; ++i) {
+      if (v.stride(i) != k.stride(i)) return false;
+    }
+    const GroupScales &ks = k_group_scales, &vs = v_group_scales;
+    if (ks.group != vs.group) return false;
+    if (ks.group != 0) {
+      if (ks.scales.data != vs.scales.data || ks.scales.dtype != vs.scales.dtype) return false;
+      for (int i = 0; i < 4; ++i) {
+        if (ks.scales.stride(i) != vs.scales.stride(i)) return false;
+      }
+    }
+    if (k_head_scales.size() != v_head_scales.size()) return false;
+    for (size_t h = 0; h < k_head_scales.size(); ++h) {
+      if (k_head_scales[h] != v_head_scales[h]) return false;
+    }
+    return true;
+  }
+
   const GroupScales& GroupScalesOf(const Tensor& cache) const {
     return &cache == &v ? v_group_scales : k_group_scales;
   }

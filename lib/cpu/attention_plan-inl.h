@@ -135,6 +135,10 @@ struct AttentionPlan {
   bool int8_scores;
   // Packed scores: floats from one head's score buffer to the next's.
   size_t packed_st_stride;
+  // V is the leading channels of K's rows (AttentionArgs::ValuesInsideKeys, MLA): a converted
+  // tile's V rows are its K rows (ConvertKeyTile converts once; ConvertedValueRows), and the
+  // in-place paths read V from the cache lines the scores just loaded.
+  bool values_in_key_tile;
 
   bool decode() const { return path == AttentionPath::kDecode; }
 };
@@ -184,6 +188,7 @@ AttentionPlan MakeAttentionPlan(D d, const AttentionArgs& a) {
           kStreamStepBytes;
   c.int8_scores = c.stream_tiles && Int8ScoresApply(a, rows, c.dim_pad);
   c.packed_st_stride = RoundUp(c.keys_per_tile * rows, c.lanes);
+  c.values_in_key_tile = a.ValuesInsideKeys();
   return c;
 }
 

@@ -24,7 +24,9 @@
 
 #include "core/attention_args.h"
 #include "cpu/attention_plan-inl.h"
+#include "cpu/attention_scratch-inl.h"
 #include "cpu/convert-inl.h"
+#include "cpu/kv_rows-inl.h"
 #include "cpu/quantized_element-inl.h"
 #include "hwy/highway.h"
 
@@ -142,7 +144,9 @@ HWY_INLINE void ConvertCacheTile(D d, const AttentionArgs& a, const AttentionPla
 
 // Converts keys [k0, k0 + nb) of kv heads [hkv_begin, hkv_begin + plan.heads) of sequence b:
 // K rows into k_tile (ConvertCacheTile's layout, rows past nb, to nb_pad, zero), then V rows
-// into v_tile. k_tile == nullptr: V alone (a tile kernel that reads K in another form).
+// into v_tile. k_tile == nullptr: V alone (a tile kernel that reads K in another form). When V
+// is K's leading channels (plan.values_in_key_tile) and K is converted, V is not: its rows are
+// the K tile's (ConvertedValueRows), so an MLA cache is read and converted once per tile.
 template <class D>
 HWY_INLINE void ConvertKeyTile(D d, const AttentionArgs& a, const AttentionPlan& plan, int64_t b,
                                int64_t hkv_begin, int64_t k0, size_t nb, size_t nb_pad,
@@ -151,9 +155,20 @@ HWY_INLINE void ConvertKeyTile(D d, const AttentionArgs& a, const AttentionPlan&
     ConvertCacheTile(d, a, plan, a.k, plan.dim, plan.dim_pad, b, hkv_begin, k0, nb, k_tile);
     const size_t heads = static_cast<size_t>(plan.heads);
     std::fill(k_tile + nb * heads * plan.dim_pad, k_tile + nb_pad * heads * plan.dim_pad, 0.0f);
+    if (plan.values_in_key_tile) return;
   }
   ConvertCacheTile(d, a, plan, a.v, static_cast<size_t>(a.head_dim_v), plan.dim_v_pad, b, hkv_begin,
                    k0, nb, v_tile);
+}
+
+// The V rows of the item's h-th kv head in a tile ConvertKeyTile converted with K: the V tile,
+// or with V inside K the K tile's rows (dim_pad apart per head; the columns past head_dim_v
+// are K's next channels, which land only in O's padding columns, never read).
+inline DenseRows ConvertedValueRows(const AttentionPlan& plan, const AttentionScratch& s,
+                                    int64_t h) {
+  const size_t heads = static_cast<size_t>(plan.heads), hh = static_cast<size_t>(h);
+  if (plan.values_in_key_tile) return DenseRows{s.k_tile + hh * plan.dim_pad, heads * plan.dim_pad};
+  return DenseRows{s.v_tile + hh * plan.dim_v_pad, heads * plan.dim_v_pad};
 }
 
 }  // namespace HWY_NAMESPACE

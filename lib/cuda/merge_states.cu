@@ -73,7 +73,7 @@ __global__ void __launch_bounds__(kThreads) MergeKernel(MergeJob j) {
   const float inv = nan != 0.0f ? NAN : empty ? 0.0f : 1.0f / sum;
 
   // Each thread owns dims d = threadIdx.x + k * kThreads; its sums live in registers only for
-  // head_dim <= 256 (the library's maximum), two per thread.
+  // head_dim <= 256 (the CUDA attention's widest; wider rows are refused below), two per thread.
   float acc[2] = {0.0f, 0.0f};
   if (nan == 0.0f && !empty) {
     for (int32_t base = 0; base < j.num_parts; base += kChunk) {

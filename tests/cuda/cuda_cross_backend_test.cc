@@ -248,6 +248,26 @@ TEST_F(CrossBackend, DecodePagedAndRagged) {
 }
 
 // Merge on device tensors: three parts of mixed dtypes, one empty with NaN in its o.
+// MLA's widths (576 channels scored, V the first 512 of the same rows) run on the CPU only: the
+// CUDA kernels refuse them by name (lib/cuda/attention.cu) and write nothing.
+TEST_F(CrossBackend, MlaWidthsAreRefusedByName) {
+  AttentionCase c = Base(SATTN_DTYPE_BF16, 576);
+  c.head_dim_v = 512, c.heads_q = 16, c.seq_k = 64, c.v_in_k = true;
+  AttentionCall call(c);
+  Poison(&call.out);
+  const std::vector<uint8_t> before = call.out.bytes();
+  const DeviceCopy q(call.q), k(call.k), out(call.out);
+  sattn_tensor v = *k.view();
+  v.shape[3] = 512;
+  EXPECT_EQ(sattn_attention(cuda_, q.view(), k.view(), &v, out.view(), nullptr, &call.options),
+            SATTN_ERR_UNSUPPORTED);
+  EXPECT_NE(std::string(sattn_last_error()).find("head_dim=576"), std::string::npos)
+      << sattn_last_error();
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  out.CopyBackInto(&call.out);
+  EXPECT_EQ(call.out.bytes(), before);
+}
+
 TEST_F(CrossBackend, MergeStates) {
   std::mt19937_64 rng(FreshSeed());
   const std::vector<int64_t> shape = {2, 5, 3, 128}, lse_shape = {2, 3, 5};

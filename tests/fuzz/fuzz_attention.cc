@@ -3,6 +3,7 @@
 // ragged seqused_k, paged block tables), data and malformed details, on a chosen SIMD target.
 // Every call must be memory-safe and follow the contract (fuzz_util.h); calls on plain data
 // must also match the double oracle, and keys no row may see hold NaN, so a leak shows up.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <vector>
@@ -18,6 +19,12 @@ using reference::Array;
 
 int64_t PickHeadDim(FuzzedDataProvider& in) {
   static const int64_t kCommon[] = {1, 3, 8, 16, 32, 40, 64, 80, 96, 128, 256, 257};
+  // MLA's widths (576 scored, 512 of V) and the first ones past the limits, now and then: the
+  // work bound below shortens their caches.
+  static const int64_t kWide[] = {512, 513, 576, 577};
+  if (in.ConsumeIntegralInRange<int>(0, 15) == 0) {
+    return kWide[in.ConsumeIntegralInRange<size_t>(0, 3)];
+  }
   if (in.ConsumeBool()) return kCommon[in.ConsumeIntegralInRange<size_t>(0, 11)];
   return in.ConsumeIntegralInRange<int64_t>(1, 160);
 }
@@ -59,7 +66,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const int64_t group = in.ConsumeIntegralInRange<int64_t>(1, 4);
   const int64_t heads_q = heads_kv * group;
   const int64_t head_dim = PickHeadDim(in);
-  const int64_t head_dim_v = in.ConsumeBool() ? head_dim : PickHeadDim(in);
+  // Now and then v is a view of k's own leading channels (MLA's latent cache: the same memory,
+  // dtype and strides), which the kernels may read once for both.
+  const bool v_in_k = in.ConsumeIntegralInRange<int>(0, 7) == 0;
+  int64_t head_dim_v = in.ConsumeBool() ? head_dim : PickHeadDim(in);
+  if (v_in_k) head_dim_v = std::min(head_dim_v, head_dim);
   const bool decode = in.ConsumeBool();
   const int64_t seq_q = in.ConsumeIntegralInRange<int64_t>(1, decode ? 16 : 150);
   int64_t seq_k = in.ConsumeIntegralInRange<int>(0, 5) == 0
@@ -78,13 +89,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // ---- tensors
   FuzzTensor q, k, v, out, lse, alibi, sinks, mask, seqused, table;
   const int32_t q_dtype = PickFloatDType(in), kv_dtype = PickFloatDType(in);
-  const int32_t v_dtype = in.ConsumeBool() ? kv_dtype : PickFloatDType(in);
+  const int32_t v_dtype = in.ConsumeBool() || v_in_k ? kv_dtype : PickFloatDType(in);
   const int32_t out_dtype = in.ConsumeBool() ? q_dtype : PickFloatDType(in);
   q.Make(in, q_dtype, {batch, seq_q, heads_q, head_dim}, false);
   k.Make(in, kv_dtype, {paged ? num_pages : batch, paged ? page_size : seq_k, heads_kv, head_dim},
          false);
-  v.Make(in, v_dtype, {paged ? num_pages : batch, paged ? page_size : seq_k, heads_kv, head_dim_v},
-         false);
+  if (!v_in_k) {
+    v.Make(in, v_dtype, {paged ? num_pages : batch, paged ? page_size : seq_k, heads_kv, head_dim_v},
+           false);
+  }
+  sattn_tensor v_view = v.view();
+  if (v_in_k) v_view = k.view(), v_view.shape[3] = head_dim_v;
   const bool in_place = in.ConsumeIntegralInRange<int>(0, 7) == 0;
   if (!in_place) out.Make(in, out_dtype, {batch, seq_q, heads_q, head_dim_v}, true);
   const bool with_lse = in.ConsumeBool();
@@ -95,7 +110,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const Fill fill = PickFill(in);
   q.FillValues(fill, seed);
   k.FillValues(fill, seed + 1);
-  v.FillValues(fill, seed + 2);
+  if (!v_in_k) v.FillValues(fill, seed + 2);
   out.FillBytes(0xEE);
   lse.FillBytes(0xEE);
 
@@ -208,6 +223,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       }
     }
     for (FuzzTensor* t : {&k, &v}) {
+      if (t == &v && v_in_k) continue;  // k's NaN are v's
       t->ForEach([&](const int64_t* i) {
         const bool hidden = paged ? !page_used[i[0]] : i[1] >= std::max<int64_t>(used[i[0]], 0);
         if (hidden) t->Set(i, NAN);
@@ -232,7 +248,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   for (const FuzzTensor* t : outputs) outputs_before.push_back(t->Snapshot());
 
   const sattn_status status =
-      sattn_attention(ctx, &q.view(), &k.view(), &v.view(), out_view,
+      sattn_attention(ctx, &q.view(), &k.view(), &v_view, out_view,
                       with_lse ? &lse.view() : nullptr, pass_options ? &options.o : nullptr);
   for (size_t i = 0; i < inputs.size(); ++i) {
     FUZZ_CHECK(inputs[i]->Unchanged(inputs_before[i]), "input %zu was written", i);
@@ -288,7 +304,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         for (int64_t d = 0; d < std::max(head_dim, head_dim_v); ++d) {
           const int64_t at[4] = {page, row, h, d};
           if (d < head_dim) k_ref({b, j, h, d}) = k.Get(at);
-          if (d < head_dim_v) v_ref({b, j, h, d}) = v.Get(at);
+          if (d < head_dim_v) v_ref({b, j, h, d}) = (v_in_k ? k : v).Get(at);
         }
       }
     }

@@ -1,6 +1,7 @@
-"""The examples run as tests: the README's quick starts (numpy, torch, a quantized cache), and
-all-MiniLM-L6-v2 with every attention layer computed by streamattn
-(attn_implementation="streamattn") against the same model with eager attention."""
+"""The examples run as tests: the README's quick starts (numpy, torch, a quantized cache), an
+absorbed MLA decoding step against the un-absorbed one, and all-MiniLM-L6-v2 with every
+attention layer computed by streamattn (attn_implementation="streamattn") against the same model
+with eager attention."""
 
 import pathlib
 import runpy
@@ -33,6 +34,18 @@ def test_torch_quickstart(capsys):
     # most of its time importing them).
     runpy.run_path(str(EXAMPLES / "torch_quickstart.py"), run_name="__main__")
     assert "vs torch's float32 SDPA: max |difference|" in capsys.readouterr().out
+
+
+def test_mla_decode_absorbed_matches_the_unabsorbed_step():
+    optional_import("torch")
+    sys.path.insert(0, str(EXAMPLES))
+    try:
+        import mla_decode
+    finally:
+        sys.path.remove(str(EXAMPLES))
+    diffs = mla_decode.compare()
+    assert max(diffs.values()) < 3e-2
+    assert min(diffs.values()) < 1e-5  # float32
 
 
 def test_minilm_embeddings_match_the_model_with_streamattn_attention():

@@ -67,11 +67,9 @@ void DecodeTile(D d, const AttentionArgs& a, const AttentionPlan& plan, const Wo
   ConvertKeyTile(d, a, plan, item.b, item.hkv_begin, tile.k0, tile.nb, tile.nb_pad, s.k_tile,
                  s.v_tile);
   const size_t ldk = static_cast<size_t>(plan.heads) * plan.dim_pad;  // the key-major tile
-  const size_t ldv = static_cast<size_t>(plan.heads) * plan.dim_v_pad;
   for (int64_t h = 0; h < plan.heads; ++h) {
     const DenseRows keys_of_head{s.k_tile + static_cast<size_t>(h) * plan.dim_pad, ldk};
-    const DenseRows values_of_head{s.v_tile + static_cast<size_t>(h) * plan.dim_v_pad, ldv};
-    AdvanceHeadByDots(d, a, plan, item, h, tile, keys_of_head, values_of_head, s);
+    AdvanceHeadByDots(d, a, plan, item, h, tile, keys_of_head, ConvertedValueRows(plan, s, h), s);
   }
 }
 

@@ -54,7 +54,7 @@ struct F32FmaTiles {
   }
 
   // The tile's K and V rows of the item's kv heads, converted to dense f32 in s.k_tile and
-  // s.v_tile (key-major, ConvertKeyTile).
+  // s.v_tile (key-major, ConvertKeyTile; V inside K: the K tile alone, ConvertedValueRows).
   template <class D>
   static void LoadTile(D d, const AttentionArgs& a, const AttentionPlan& plan, const WorkItem& item,
                        const TileKeys& tile, const AttentionScratch& s) {
@@ -96,9 +96,7 @@ struct F32FmaTiles {
   static void AccumulatePV(D d, const AttentionArgs& a, const AttentionPlan& plan, int64_t h,
                            const WorkItem& item, const TileKeys& tile, const AttentionScratch& s,
                            const HeadScratch& head) {
-    const size_t dvp = plan.dim_v_pad, ldv = static_cast<size_t>(plan.heads) * dvp;
-    AccumulateTilePV(d, a, plan, item.Rows(a), tile,
-                     DenseRows{s.v_tile + static_cast<size_t>(h) * dvp, ldv}, s, head);
+    AccumulateTilePV(d, a, plan, item.Rows(a), tile, ConvertedValueRows(plan, s, h), s, head);
   }
 };
 
