@@ -101,6 +101,9 @@ std::vector<Row> BenchExp2(const BenchOptions& options);
 std::vector<Row> BenchPrefill(const BenchOptions& options);
 // bench prefill's chunked-prefill rows (chunked_prefill_rows.cc): f16 and quantized caches.
 std::vector<Row> ChunkedPrefillRows(sattn_context* ctx, int threads, const BenchOptions& options);
+// bench prefill's packed-batch rows (packed_prefill_rows.cc): cu_seqlens against own calls
+// and padding.
+std::vector<Row> PackedPrefillRows(sattn_context* ctx, int threads, const BenchOptions& options);
 int RunRssProbe(int64_t seq);  // the child process of the prefill memory row
 std::vector<Row> BenchSoftmax(const BenchOptions& options);
 std::vector<Row> BenchTopK(const BenchOptions& options);
