@@ -105,6 +105,9 @@ std::vector<Row> ChunkedPrefillRows(sattn_context* ctx, int threads, const Bench
 // per step; *gflops gets each row's GFLOP/s, for the peak fractions set after the last row.
 std::vector<Row> MlaDecodeRows(sattn_context* ctx, int threads, const BenchOptions& options,
                                std::vector<double>* gflops);
+// bench prefill's packed-batch rows (packed_prefill_rows.cc): cu_seqlens against own calls
+// and padding.
+std::vector<Row> PackedPrefillRows(sattn_context* ctx, int threads, const BenchOptions& options);
 int RunRssProbe(int64_t seq);  // the child process of the prefill memory row
 std::vector<Row> BenchSoftmax(const BenchOptions& options);
 std::vector<Row> BenchTopK(const BenchOptions& options);

@@ -1,8 +1,9 @@
 // `streamattn bench prefill`: the flash forward on prefill shapes (seq_q = seq_k), in GFLOP/s
 // (4 seq_q seq_k head_dim heads, halved under causal), as a fraction of the FMA peak measured
 // in the same run, and as a ratio to the unfused BLAS baseline (prefill_baseline.h) run in the
-// same process. A last row reports peak memory for one head at seq 65536, measured in a child
-// process so nothing else this run allocated counts.
+// same process; then the chunked-prefill rows and the packed-batch rows (cu_seqlens). A last
+// row reports peak memory for one head at seq 65536, measured in a child process so nothing
+// else this run allocated counts.
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -225,6 +226,7 @@ std::vector<Row> BenchPrefill(const BenchOptions& options) {
       &measured);
   // Timed before the BLAS baselines, whose threads spin after each call.
   std::vector<Row> chunked = ChunkedPrefillRows(ctx.get(), threads, options);
+  std::vector<Row> packed = PackedPrefillRows(ctx.get(), threads, options);
   const double peak = std::max(peak_before, MeasureFmaPeakGflops(threads));
   const double bf16_peak = std::max(bf16_peak_before, MeasureBf16DotPeakGflops(threads));
   for (size_t i = 0; i < measured.size(); ++i) {
@@ -240,6 +242,7 @@ std::vector<Row> BenchPrefill(const BenchOptions& options) {
     row.Set("peak_fraction", std::stod(row.Get("gflops")) / peak).Set("fma_peak_gflops", peak);
     rows.push_back(row);
   }
+  rows.insert(rows.end(), packed.begin(), packed.end());
   // Peak memory for one head at seq 65536 (8192 with --quick), in a fresh process.
   const int64_t seq = options.quick ? 8192 : 65536;
   if (Selected(options, "rss")) {

@@ -87,6 +87,38 @@ TEST(CppWrapperTest, AttentionWithEveryOptionMatchesTheOracle) {
   EXPECT_LT(MaxAbsDiff(lse, want.lse.data), 1e-5);
 }
 
+TEST(CppWrapperTest, PackedBatchOptions) {
+  // Two sequences end to end (3 and 5 queries, 4 and 6 keys), causal per sequence.
+  const int64_t h = 2, d = 8;
+  const std::vector<int32_t> cu_q = {0, 3, 8}, cu_k = {0, 4, 10};
+  const auto q = RandomFloats(8 * h * d, 11), k = RandomFloats(10 * h * d, 12),
+             v = RandomFloats(10 * h * d, 13);
+  std::vector<float> out(8 * h * d), lse(h * 8);
+  Context ctx(2);
+  ctx.Attention(Tensor(q.data(), {1, 8, h, d}), Tensor(k.data(), {1, 10, h, d}),
+                Tensor(v.data(), {1, 10, h, d}), Tensor(out.data(), {1, 8, h, d}),
+                Tensor(lse.data(), {1, h, 8}),
+                AttentionOptions()
+                    .set_causal()
+                    .set_cu_seqlens_q(Tensor(cu_q.data(), {3}))
+                    .set_cu_seqlens_k(Tensor(cu_k.data(), {3})));
+  reference::AttentionSpec spec;
+  spec.causal = true;
+  for (int b = 0; b < 2; ++b) {
+    const int64_t sq = cu_q[b + 1] - cu_q[b], sk = cu_k[b + 1] - cu_k[b];
+    const std::vector<float> qb(q.begin() + cu_q[b] * h * d, q.begin() + cu_q[b + 1] * h * d);
+    const std::vector<float> kb(k.begin() + cu_k[b] * h * d, k.begin() + cu_k[b + 1] * h * d);
+    const std::vector<float> vb(v.begin() + cu_k[b] * h * d, v.begin() + cu_k[b + 1] * h * d);
+    const auto want = reference::Attention(ToArray(qb, {1, sq, h, d}), ToArray(kb, {1, sk, h, d}),
+                                           ToArray(vb, {1, sk, h, d}), spec);
+    const std::vector<float> got(out.begin() + cu_q[b] * h * d, out.begin() + cu_q[b + 1] * h * d);
+    EXPECT_LT(MaxAbsDiff(got, want.out.data), 1e-5);
+    for (int64_t hh = 0; hh < h; ++hh)
+      for (int64_t i = 0; i < sq; ++i)
+        EXPECT_NEAR(lse[hh * 8 + cu_q[b] + i], want.lse({0, hh, i}), 1e-5);
+  }
+}
+
 TEST(CppWrapperTest, PermutedViewsReadHeadMajorBuffersWithoutCopies) {
   // q, k, v and out stored [batch, heads, seq, dim], as many frameworks keep them.
   const int64_t sq = 7, sk = 9, h = 3, d = 8;

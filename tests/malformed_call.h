@@ -52,6 +52,13 @@ struct Calls {
   AttentionCall paged{PagedCase()};
   AttentionCall quantized{QuantizedCase()};
 
+  // Packed: the dense call's two sequences end to end (q, k, v and out reinterpreted as
+  // [1, 10, ..] and [1, 14, ..]; no mask, no lse), cu_seqlens_q {0, 5, 10}, cu_seqlens_k
+  // {0, 7, 14}.
+  HostTensor cu_q{SATTN_DTYPE_I32, {3}}, cu_k{SATTN_DTYPE_I32, {3}};
+  sattn_tensor packed_q, packed_k, packed_v, packed_out, cu_q_view, cu_k_view;
+  sattn_attention_options packed_options{};
+
   // quantize_kv: 3 new rows of 2 sequences into an I8 cache of 6 keys, groups of 4, at
   // positions 1 and 3.
   HostTensor kv_src{SATTN_DTYPE_F32, {2, 3, 2, 8}}, kv_values{SATTN_DTYPE_I8, {2, 6, 2, 8}};
@@ -109,11 +116,30 @@ struct Calls {
     topk_probs_view = topk_probs.view(), topk_lse_view = topk_lse.view();
     options.struct_size = sizeof(options);
     info.struct_size = sizeof(info);
+    cu_q.Set({0}, 0), cu_q.Set({1}, 5), cu_q.Set({2}, 10);
+    cu_k.Set({0}, 0), cu_k.Set({1}, 7), cu_k.Set({2}, 14);
+    cu_q_view = cu_q.view(), cu_k_view = cu_k.view();
+    // [2, s, h, d] contiguous is [1, 2 s, h, d] with the same strides.
+    auto packed = [](sattn_tensor t) {
+      t.shape[1] *= t.shape[0];
+      t.shape[0] = 1;
+      return t;
+    };
+    packed_q = packed(dense.q_view), packed_k = packed(dense.k_view);
+    packed_v = packed(dense.v_view), packed_out = packed(dense.out_view);
+    packed_options = dense.options;
+    packed_options.mask = nullptr;
+    packed_options.cu_seqlens_q = &cu_q_view;
+    packed_options.cu_seqlens_k = &cu_k_view;
   }
 
   sattn_status Dense() { return dense.Run(ctx.get()); }
   sattn_status Paged() { return paged.Run(ctx.get()); }
   sattn_status Quantized() { return quantized.Run(ctx.get()); }
+  sattn_status Packed() {
+    return sattn_attention(ctx.get(), &packed_q, &packed_k, &packed_v, &packed_out, nullptr,
+                           &packed_options);
+  }
   sattn_status QuantizeKV() {
     return sattn_quantize_kv(ctx.get(), &kv_src_view, &kv_values_view, &kv_scales_view,
                              &quantize_options);
@@ -163,6 +189,8 @@ inline void NoFree(void*, void*) {}
 
 // The cases of sattn_attention with quantized caches and of sattn_quantize_kv.
 std::vector<Malformed> QuantizedCacheMatrix();
+// The cases of sattn_attention with packed batches (cu_seqlens_q, cu_seqlens_k).
+std::vector<Malformed> PackedBatchMatrix();
 
 }  // namespace testing_util
 }  // namespace streamattn

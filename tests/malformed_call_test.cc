@@ -499,6 +499,7 @@ std::vector<Malformed> Matrix() {
 TEST(MalformedCallTest, EveryEntryPointRejectsEachBrokenArgumentAndWritesNothing) {
   std::vector<Malformed> matrix = Matrix();
   for (Malformed& m : testing_util::QuantizedCacheMatrix()) matrix.push_back(std::move(m));
+  for (Malformed& m : testing_util::PackedBatchMatrix()) matrix.push_back(std::move(m));
   std::set<std::string> names;
   for (const Malformed& m : matrix) {
     SCOPED_TRACE(m.name);
@@ -528,6 +529,7 @@ TEST(MalformedCallTest, TheUnbrokenCallsSucceed) {
   EXPECT_EQ(c.Dense(), SATTN_OK) << sattn_last_error();
   EXPECT_EQ(c.Paged(), SATTN_OK) << sattn_last_error();
   EXPECT_EQ(c.Quantized(), SATTN_OK) << sattn_last_error();
+  EXPECT_EQ(c.Packed(), SATTN_OK) << sattn_last_error();
   EXPECT_EQ(c.QuantizeKV(), SATTN_OK) << sattn_last_error();
   EXPECT_EQ(c.Merge(), SATTN_OK) << sattn_last_error();
   EXPECT_EQ(c.Softmax(), SATTN_OK) << sattn_last_error();

@@ -128,6 +128,30 @@ TEST(OptionVersionsTest, AttentionOptionsV3IsHonouredAndNothingAfterItIsRead) {
   EXPECT_EQ(problem.Run(&older.head), problem.Run(&current));
 }
 
+// The fourth version ends with int8_queries: a caller of that size has garbage where the fifth
+// version's cu_seqlens_q and cu_seqlens_k are, which must not be read (they would be pointers).
+TEST(OptionVersionsTest, AttentionOptionsV4IsHonouredAndNothingAfterItIsRead) {
+  AttentionProblem problem;
+  const sattn_attention_options current = CausalScaled();
+  InLargerBuffer<sattn_attention_options> older;
+  OlderCaller(current, offsetof(sattn_attention_options, int8_queries) + sizeof(int32_t), &older);
+  EXPECT_EQ(problem.Run(&older.head), problem.Run(&current));
+}
+
+// A size that ends inside one of the fifth version's pointers is not the size of a version.
+TEST(OptionVersionsTest, AttentionOptionsCuttingCuSeqlensAreRejected) {
+  AttentionProblem problem;
+  for (size_t size : {offsetof(sattn_attention_options, cu_seqlens_q) + 4,
+                      offsetof(sattn_attention_options, cu_seqlens_k) + 4}) {
+    InLargerBuffer<sattn_attention_options> older;
+    OlderCaller(CausalScaled(), size, &older);
+    std::vector<uint8_t> out;
+    EXPECT_EQ(problem.Call(&older.head, &out), SATTN_ERR_INVALID_ARGUMENT);
+    EXPECT_NE(std::string(sattn_last_error()).find("ends inside a field"), std::string::npos)
+        << sattn_last_error();
+  }
+}
+
 TEST(OptionVersionsTest, AttentionOptionsShortOfV1AreRejected) {
   AttentionProblem problem;
   InLargerBuffer<sattn_attention_options> older;

@@ -350,6 +350,32 @@ typedef struct sattn_attention_options {
    * FP8 caches included: their exact scores measured as fast), and with 0 (the default), the
    * scores are the exact path's, within f32 rounding of the dequantized cache's. */
   int32_t int8_queries;
+  /* Packed variable-length batches (appended in the fifth version of this struct), as
+   * FlashAttention's varlen API (cu_seqlens_q, cu_seqlens_k), vLLM's query_start_loc and
+   * FlashInfer lay them out: the sequences stand end to end instead of padded to one length.
+   *  - cu_seqlens_q: optional (NULL = not packed) int32 [batch + 1], the prefix sums of the
+   *    query lengths: cu_seqlens_q[0] = 0, non-decreasing, cu_seqlens_q[batch] = total_q.
+   *    q and out are then [1, total_q, heads_q, head_dim(_v)] and lse [1, heads_q, total_q];
+   *    sequence b's queries are rows [cu_seqlens_q[b], cu_seqlens_q[b + 1]) of them. A
+   *    sequence of 0 queries is allowed (nothing is written for it).
+   *  - cu_seqlens_k: optional (NULL = k and v not packed) int32 [batch + 1], likewise for the
+   *    keys: k and v are then [1, total_k, heads_kv, head_dim(_v)] (and quantized scales laid
+   *    out like them) and sequence b's keys are rows [cu_seqlens_k[b], cu_seqlens_k[b + 1]).
+   *    Requires cu_seqlens_q (its length must equal cu_seqlens_q's); excludes block_table.
+   *  - With cu_seqlens_q alone, k and v are either paged (block_table [batch, max_pages], whose
+   *    shape[0] is then the batch and must be cu_seqlens_q's length - 1) or one dense cache per
+   *    sequence, [batch, seq_k, heads_kv, head_dim(_v)].
+   * Everything else applies per sequence, with seq_q(b) and seq_k(b) its own lengths: causal
+   * stays bottom-right aligned per sequence (query i of sequence b, counted from the
+   * sequence's first query, sees keys j <= i + seq_k(b) - seq_q(b), j counted from its first
+   * key), and so do the window and ALiBi's distance. seqused_k [batch] still limits sequence
+   * b to its first seqused_k[b] keys (at most its packed length, or the cache length) and the
+   * alignment follows it. A sequence with 0 keys gets out = 0 and lse = -inf (or the sink's
+   * logit). mask must be NULL with cu_seqlens_q: a [batch, heads, seq_q, seq_k] mask has no
+   * meaning for sequences of different lengths. Both views must be int32, rank 1, on the
+   * call's device; a batch of sequences gives each the result of its own call. */
+  const sattn_tensor* cu_seqlens_q;
+  const sattn_tensor* cu_seqlens_k;
 } sattn_attention_options;
 
 /* Exact softmax attention: out = softmax(scale * q k^T + bias) v, streamed over key tiles with

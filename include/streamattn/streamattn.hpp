@@ -244,6 +244,15 @@ class AttentionOptions {
   AttentionOptions& set_block_table(const Tensor& block_table) {
     return Keep(block_table_, block_table);
   }
+  // Packed variable-length batches: int32 [batch + 1] prefix sums of the query (key) lengths,
+  // q and out [1, total_q, ..], k and v [1, total_k, ..] (sattn_attention_options.cu_seqlens_q,
+  // cu_seqlens_k).
+  AttentionOptions& set_cu_seqlens_q(const Tensor& cu_seqlens_q) {
+    return Keep(cu_seqlens_q_, cu_seqlens_q);
+  }
+  AttentionOptions& set_cu_seqlens_k(const Tensor& cu_seqlens_k) {
+    return Keep(cu_seqlens_k_, cu_seqlens_k);
+  }
   // The scales of a quantized k and v (sattn_attention_options.k_scales, v_scales).
   AttentionOptions& set_k_scales(const Tensor& scales) { return Keep(k_scales_, scales); }
   AttentionOptions& set_v_scales(const Tensor& scales) { return Keep(v_scales_, scales); }
@@ -259,6 +268,8 @@ class AttentionOptions {
     c.block_table = Pointer(block_table_);
     c.k_scales = Pointer(k_scales_);
     c.v_scales = Pointer(v_scales_);
+    c.cu_seqlens_q = Pointer(cu_seqlens_q_);
+    c.cu_seqlens_k = Pointer(cu_seqlens_k_);
     return c;
   }
 
@@ -273,7 +284,7 @@ class AttentionOptions {
 
   sattn_attention_options options_{};
   std::optional<Tensor> alibi_slopes_, mask_, sinks_, seqused_k_, block_table_, k_scales_,
-      v_scales_;
+      v_scales_, cu_seqlens_q_, cu_seqlens_k_;
 };
 
 // Where sattn_quantize_kv writes new rows: at per-sequence positions, through a block table.

@@ -1,5 +1,6 @@
 // sattn_attention: every argument checked and the options made canonical (AttentionArgs), then
 // the backend.
+#include <algorithm>
 #include <cinttypes>
 #include <cmath>
 #include <cstddef>
@@ -143,13 +144,104 @@ Status CheckMask(const AttentionArgs& a, const Tensor& mask) {
   return Status();
 }
 
+// One cu_seqlens view: int32 [batch + 1], starting at 0, non-decreasing, ending at `total`
+// (the packed extent of `packed_name`), copied into *offsets.
+// `length`, when not 0, is the batch + 1 another argument fixed (cu_seqlens_q's length).
+Status ReadSeqLens(Call* call, const sattn_tensor* view, const char* name, int64_t total,
+                   const char* packed_name, int64_t length, Vector<int64_t>* offsets) {
+  Tensor device_view, t;
+  SATTN_RETURN_IF_ERROR(ValidateOnDevice(&call->device, view, name, 1, &device_view));
+  SATTN_RETURN_IF_ERROR(HostReadable(call, device_view, name, &t));
+  SATTN_RETURN_IF_ERROR(CheckDType(t, name, DType::kI32));
+  const int64_t n = t.dim(0);
+  if (length != 0 && n != length) {
+    return InvalidArgument("%s.shape[0]=%" PRId64
+                           " must equal options->cu_seqlens_q.shape[0]=%" PRId64
+                           " (batch + 1 each)",
+                           name, n, length);
+  }
+  if (n < 2) {
+    return InvalidArgument("%s.shape[0]=%" PRId64 " must be batch + 1 >= 2 (prefix sums)", name, n);
+  }
+  offsets->resize(n);
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t x = *t.At<const int32_t>(i);
+    if (i == 0 && x != 0) return InvalidArgument("%s[0]=%" PRId64 " must be 0", name, x);
+    if (i > 0 && x < (*offsets)[i - 1]) {
+      return InvalidArgument("%s[%" PRId64 "]=%" PRId64 " must be >= %s[%" PRId64 "]=%" PRId64
+                             " (non-decreasing prefix sums)",
+                             name, i, x, name, i - 1, (*offsets)[i - 1]);
+    }
+    (*offsets)[i] = x;
+  }
+  if ((*offsets)[n - 1] != total) {
+    return InvalidArgument("%s[%" PRId64 "]=%" PRId64 " must equal %s=%" PRId64
+                           " (the packed length)",
+                           name, n - 1, (*offsets)[n - 1], packed_name, total);
+  }
+  return Status();
+}
+
+// Packed batches: q (and with cu_seqlens_k, k and v) hold the sequences end to end in a batch
+// dimension of 1; the batch is cu_seqlens_q's length - 1.
+Status ReadPackedLayout(Call* call, const sattn_attention_options& o) {
+  AttentionArgs* a = &call->a;
+  if (o.cu_seqlens_q == nullptr) {
+    if (o.cu_seqlens_k == nullptr) return Status();
+    return InvalidArgument(
+        "options->cu_seqlens_k requires options->cu_seqlens_q (packed keys with padded "
+        "queries are not supported)");
+  }
+  if (o.cu_seqlens_k != nullptr && o.block_table != nullptr) {
+    return InvalidArgument(
+        "options->cu_seqlens_k and options->block_table exclude each other (packed or paged "
+        "keys, not both)");
+  }
+  if (o.mask != nullptr) {
+    return InvalidArgument(
+        "options->mask must be NULL with options->cu_seqlens_q (a [batch, heads, seq_q, seq_k] "
+        "mask has no meaning for packed sequences)");
+  }
+  if (a->q.dim(0) != 1) {
+    return InvalidArgument("q.shape[0]=%" PRId64
+                           " must be 1 with options->cu_seqlens_q (the sequences are packed "
+                           "along q.shape[1])",
+                           a->q.dim(0));
+  }
+  SATTN_RETURN_IF_ERROR(ReadSeqLens(call, o.cu_seqlens_q, "options->cu_seqlens_q", a->q.dim(1),
+                                    "q.shape[1]", 0, &a->q_offsets));
+  const int64_t batch = static_cast<int64_t>(a->q_offsets.size()) - 1;
+  if (o.cu_seqlens_k == nullptr) return Status();
+  if (a->k.dim(0) != 1) {
+    return InvalidArgument("k.shape[0]=%" PRId64
+                           " must be 1 with options->cu_seqlens_k (the sequences are packed "
+                           "along k.shape[1])",
+                           a->k.dim(0));
+  }
+  return ReadSeqLens(call, o.cu_seqlens_k, "options->cu_seqlens_k", a->k.dim(1), "k.shape[1]",
+                     batch + 1, &a->k_offsets);
+}
+
+// The batch: cu_seqlens_q's when packed, else q's batch extent.
+int64_t CallBatch(const AttentionArgs& a) {
+  return a.q_offsets.empty() ? a.q.dim(0) : static_cast<int64_t>(a.q_offsets.size()) - 1;
+}
+
 // The paged layout: block_table [batch, max_pages] int32 and k, v [num_pages, page_size, ...].
 Status ReadBlockTable(Call* call, const sattn_tensor* view) {
   AttentionArgs* a = &call->a;
   SATTN_RETURN_IF_ERROR(
       ValidateOnDevice(&call->device, view, "options->block_table", 2, &a->block_table));
   SATTN_RETURN_IF_ERROR(CheckDType(a->block_table, "options->block_table", DType::kI32));
-  SATTN_RETURN_IF_ERROR(CheckSameExtent(a->block_table, "options->block_table", 0, a->q, "q", 0));
+  if (!a->q_offsets.empty()) {
+    if (a->block_table.dim(0) != CallBatch(*a)) {
+      return InvalidArgument("options->block_table.shape[0]=%" PRId64
+                             " must equal the batch, options->cu_seqlens_q.shape[0] - 1=%" PRId64,
+                             a->block_table.dim(0), CallBatch(*a));
+    }
+  } else {
+    SATTN_RETURN_IF_ERROR(CheckSameExtent(a->block_table, "options->block_table", 0, a->q, "q", 0));
+  }
   SATTN_RETURN_IF_ERROR(CheckSameExtent(a->v, "v", 0, a->k, "k", 0));
   SATTN_RETURN_IF_ERROR(CheckSameExtent(a->v, "v", 1, a->k, "k", 1));
   a->paged = true;
@@ -169,17 +261,27 @@ Status ReadKeyCounts(Call* call, const sattn_tensor* view) {
         ValidateOnDevice(&call->device, view, "options->seqused_k", 1, &a->seqused_k_view));
     SATTN_RETURN_IF_ERROR(HostReadable(call, a->seqused_k_view, "options->seqused_k", &t));
     SATTN_RETURN_IF_ERROR(CheckDType(t, "options->seqused_k", DType::kI32));
-    SATTN_RETURN_IF_ERROR(CheckSameExtent(t, "options->seqused_k", 0, a->q, "q", 0));
-    a->seqused_k.resize(a->batch);
+    if (a->q_offsets.empty()) {
+      SATTN_RETURN_IF_ERROR(CheckSameExtent(t, "options->seqused_k", 0, a->q, "q", 0));
+    } else if (t.dim(0) != a->batch) {
+      return InvalidArgument("options->seqused_k.shape[0]=%" PRId64
+                             " must equal the batch, options->cu_seqlens_q.shape[0] - 1=%" PRId64,
+                             t.dim(0), a->batch);
+    }
+    Vector<int64_t> used_k(call->ctx->allocator);
+    used_k.resize(a->batch);
     for (int64_t b = 0; b < a->batch; ++b) {
       const int64_t used = *t.At<const int32_t>(b);
-      if (used < 0 || used > a->seq_k) {
-        return InvalidArgument("options->seqused_k[%" PRId64 "]=%" PRId64 " must be in [0, %" PRId64
-                               "] (the cache length)",
-                               b, used, a->seq_k);
+      const int64_t most = a->SeqK(b);  // the cache length, or sequence b's packed keys
+      if (used < 0 || used > most) {
+        return InvalidArgument(
+            "options->seqused_k[%" PRId64 "]=%" PRId64 " must be in [0, %" PRId64 "] (%s)", b, used,
+            most,
+            a->k_offsets.empty() ? "the cache length" : "the sequence's keys in cu_seqlens_k");
       }
-      a->seqused_k[b] = used;
+      used_k[b] = used;
     }
+    a->seqused_k = std::move(used_k);
   }
   if (!a->paged) return Status();
   Tensor table;
@@ -248,9 +350,17 @@ Status CheckShapes(AttentionArgs* a) {
   SATTN_RETURN_IF_ERROR(CheckCacheDType(a->k, "k"));
   SATTN_RETURN_IF_ERROR(CheckCacheDType(a->v, "v"));
   SATTN_RETURN_IF_ERROR(CheckFloatDType(a->out, "out"));
-  if (!a->paged) {  // paged caches have pages, not sequences, in k's first two dims
+  if (!a->paged && a->q_offsets.empty()) {  // paged caches have pages in k's first two dims
     SATTN_RETURN_IF_ERROR(CheckSameExtent(a->k, "k", 0, a->q, "q", 0));
-    SATTN_RETURN_IF_ERROR(CheckSameExtent(a->v, "v", 0, a->q, "q", 0));
+  }
+  if (!a->paged && !a->q_offsets.empty() && a->k_offsets.empty() && a->k.dim(0) != CallBatch(*a)) {
+    return InvalidArgument("k.shape[0]=%" PRId64
+                           " must equal the batch, options->cu_seqlens_q.shape[0] - 1=%" PRId64
+                           " (or pack k with options->cu_seqlens_k, or page it)",
+                           a->k.dim(0), CallBatch(*a));
+  }
+  if (!a->paged) {
+    SATTN_RETURN_IF_ERROR(CheckSameExtent(a->v, "v", 0, a->k, "k", 0));
     SATTN_RETURN_IF_ERROR(CheckSameExtent(a->v, "v", 1, a->k, "k", 1));
   }
   SATTN_RETURN_IF_ERROR(CheckSameExtent(a->v, "v", 2, a->k, "k", 2));
@@ -272,11 +382,21 @@ Status CheckShapes(AttentionArgs* a) {
     SATTN_RETURN_IF_ERROR(CheckSameExtent(a->out, "out", dim, a->q, "q", dim));
   }
   SATTN_RETURN_IF_ERROR(CheckSameExtent(a->out, "out", 3, a->v, "v", 3));
-  a->batch = a->q.dim(0);
+  a->batch = CallBatch(*a);
   a->seq_q = a->q.dim(1);
   a->heads_q = a->q.dim(2);
   a->head_dim = a->q.dim(3);
   if (!a->paged) a->seq_k = a->k.dim(1);
+  // Packed: seq_q and seq_k become the longest sequence's (the plan's shapes, the split-KV
+  // chunks); each sequence's own lengths are SeqQ(b) and SeqK(b).
+  if (!a->q_offsets.empty()) {
+    a->seq_q = 0;
+    for (int64_t b = 0; b < a->batch; ++b) a->seq_q = std::max(a->seq_q, a->SeqQ(b));
+  }
+  if (!a->k_offsets.empty()) {
+    a->seq_k = 0;
+    for (int64_t b = 0; b < a->batch; ++b) a->seq_k = std::max(a->seq_k, a->SeqK(b));
+  }
   a->heads_kv = a->k.dim(2);
   a->head_dim_v = a->v.dim(3);
   a->group = a->heads_q / a->heads_kv;
@@ -350,6 +470,7 @@ Status Attention(sattn_context* ctx, const sattn_tensor* q, const sattn_tensor* 
         "to sizeof(sattn_attention_options))",
         options->struct_size);
   }
+  SATTN_RETURN_IF_ERROR(ReadPackedLayout(&call, o));
   if (o.block_table != nullptr) SATTN_RETURN_IF_ERROR(ReadBlockTable(&call, o.block_table));
   SATTN_RETURN_IF_ERROR(CheckShapes(&a));
   SATTN_RETURN_IF_ERROR(ReadOptionsInto(&call, o));

@@ -44,12 +44,16 @@ struct AttentionArgs {
         sinks(alloc),
         k_head_scales(alloc),
         v_head_scales(alloc),
-        seqused_k(alloc) {}
+        seqused_k(alloc),
+        q_offsets(alloc),
+        k_offsets(alloc) {}
 
   Tensor q, k, v, out;
   Tensor lse;  // valid when has_lse
   bool has_lse = false;
 
+  // seq_q and seq_k are the longest sequence's (packed batches: see q_offsets); a sequence's
+  // own lengths are SeqQ(b) and SeqK(b).
   int64_t batch = 0, seq_q = 0, seq_k = 0, heads_q = 0, heads_kv = 0;
   int64_t head_dim = 0, head_dim_v = 0;
   int64_t group = 1;  // heads_q / heads_kv: query heads sharing one kv head
@@ -84,8 +88,41 @@ struct AttentionArgs {
   Tensor block_table;
   int64_t page_size = 0;
 
-  // The keys sequence b has.
-  int64_t SeqK(int64_t b) const { return seqused_k.empty() ? seq_k : seqused_k[b]; }
+  // Packed batches (cu_seqlens_q, cu_seqlens_k): [batch + 1] prefix sums. Sequence b's
+  // queries are rows [q_offsets[b], q_offsets[b + 1]) of q, out and lse (whose batch extent
+  // is 1); with k_offsets likewise its keys in k, v and their scales. Empty: not packed, the
+  // sequence is index b of the batch dimension. Every kernel reads rows through QueryAt and
+  // KeyRow(s), so this is the one place that knows the layout.
+  Vector<int64_t> q_offsets;
+  Vector<int64_t> k_offsets;
+
+  // The queries sequence b has.
+  int64_t SeqQ(int64_t b) const {
+    return q_offsets.empty() ? seq_q : q_offsets[b + 1] - q_offsets[b];
+  }
+  // The keys sequence b has (seqused_k, else its packed length, else the cache's).
+  int64_t SeqK(int64_t b) const {
+    if (!seqused_k.empty()) return seqused_k[b];
+    return k_offsets.empty() ? seq_k : k_offsets[b + 1] - k_offsets[b];
+  }
+
+  // Where query `pos` of sequence b is in q, out and lse: index (batch, row) of their batch and
+  // sequence dimensions.
+  struct RowIndex {
+    int64_t batch, row;
+  };
+  RowIndex QueryAt(int64_t b, int64_t pos) const {
+    return q_offsets.empty() ? RowIndex{b, pos} : RowIndex{0, q_offsets[b] + pos};
+  }
+  // Query `pos` of sequence b, query head h: its row of q.
+  const void* QueryRow(int64_t b, int64_t pos, int64_t h) const {
+    const RowIndex at = QueryAt(b, pos);
+    return q.At(at.batch, at.row, h, 0);
+  }
+  // Likewise for key `key` of sequence b in a contiguous (not paged) k or v.
+  RowIndex DenseKeyAt(int64_t b, int64_t key) const {
+    return k_offsets.empty() ? RowIndex{b, key} : RowIndex{0, k_offsets[b] + key};
+  }
 
   // Whether v is a view of the leading channels of k's own rows (MLA after weight absorption:
   // K rows of 512 latent + 64 rotary channels, V their first 512): the same data, dtype and
@@ -120,6 +157,10 @@ struct AttentionArgs {
   // Key `key` of sequence b, kv head `head`: its row of t (k or v, or their scales, which share
   // the cache's layout and block table).
   const void* KeyRow(const Tensor& t, int64_t b, int64_t key, int64_t head) const {
+    if (!paged) {
+      const RowIndex at = DenseKeyAt(b, key);
+      return t.At(at.batch, at.row, head, 0);
+    }
     return CacheKeyRow(t, paged, block_table, page_size, b, key, head);
   }
 
@@ -143,7 +184,8 @@ struct AttentionArgs {
       }
     };
     if (!paged) {
-      fill(0, count, k.At(b, first, head, 0), v.At(b, first, head, 0));
+      const RowIndex at = DenseKeyAt(b, first);
+      fill(0, count, k.At(at.batch, at.row, head, 0), v.At(at.batch, at.row, head, 0));
       return;
     }
     // Page by page: one table entry and one address computation a page.
@@ -157,16 +199,22 @@ struct AttentionArgs {
   }
 };
 
-// The keys query i sees, as an inclusive range [lo, hi] (empty when lo > hi), for a sequence
-// of seq_k keys (args.SeqK(b) for sequence b).
+// The keys query i of sequence b sees, as an inclusive range [lo, hi] (empty when lo > hi),
+// for a sequence of seq_k keys (args.SeqK(b)) and its own SeqQ(b) queries.
 struct KeyRange {
   int64_t lo;
   int64_t hi;
   bool empty() const { return lo > hi; }
 };
 
-inline KeyRange VisibleKeys(const AttentionArgs& args, int64_t i, int64_t seq_k) {
-  const int64_t diagonal = i + seq_k - args.seq_q;
+// The diagonal of query i of sequence b, which causal masks, windows and ALiBi are measured
+// from (bottom-right aligned per sequence).
+inline int64_t Diagonal(const AttentionArgs& args, int64_t b, int64_t i, int64_t seq_k) {
+  return i + seq_k - args.SeqQ(b);
+}
+
+inline KeyRange VisibleKeys(const AttentionArgs& args, int64_t b, int64_t i, int64_t seq_k) {
+  const int64_t diagonal = Diagonal(args, b, i, seq_k);
   KeyRange range{0, seq_k - 1};
   if (args.window_left >= 0) range.lo = std::max(range.lo, diagonal - args.window_left);
   if (args.window_right >= 0) range.hi = std::min(range.hi, diagonal + args.window_right);

@@ -24,13 +24,18 @@ constexpr bool CutsField(uint32_t struct_size, size_t offset, size_t size) {
 }
 
 // A sattn_attention_options struct_size that cuts one of the fields appended after the first
-// version (the third version's scale views, the fourth's int8_queries).
+// version (the third version's scale views, the fourth's int8_queries, the fifth's
+// cu_seqlens_q and cu_seqlens_k).
 constexpr bool CutsAttentionOptionsField(uint32_t struct_size) {
   return CutsField(struct_size, offsetof(sattn_attention_options, k_scales),
                    sizeof(const sattn_tensor*)) ||
          CutsField(struct_size, offsetof(sattn_attention_options, v_scales),
                    sizeof(const sattn_tensor*)) ||
-         CutsField(struct_size, offsetof(sattn_attention_options, int8_queries), sizeof(int32_t));
+         CutsField(struct_size, offsetof(sattn_attention_options, int8_queries), sizeof(int32_t)) ||
+         CutsField(struct_size, offsetof(sattn_attention_options, cu_seqlens_q),
+                   sizeof(const sattn_tensor*)) ||
+         CutsField(struct_size, offsetof(sattn_attention_options, cu_seqlens_k),
+                   sizeof(const sattn_tensor*));
 }
 
 enum class OptionsVerdict {

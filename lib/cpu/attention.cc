@@ -39,15 +39,30 @@ constexpr int64_t kMinWorkItems = 16;
 constexpr int64_t kMinKeysPerChunk = 512;
 
 // The call's work items and how each one's keys are cut into chunks.
+//
+// A padded batch has `blocks` position blocks in every sequence and enumerates them by
+// arithmetic. A packed one (AttentionArgs::q_offsets) cuts each sequence's own SeqQ(b) queries
+// into blocks, so a tile never spans two sequences and a short sequence costs its blocks only;
+// `order` then lists (sequence, block) pairs, the heaviest first, so that one long prompt's
+// blocks start before thirty short ones' and the pool's greedy scheduling balances them.
 struct WorkSplit {
-  int64_t blocks;       // blocks of query positions per sequence
+  int64_t blocks;       // padded: blocks of query positions per sequence; packed: in all
   int64_t head_groups;  // work items per position block: kv heads / plan.heads
   int64_t items;
   int64_t chunks = 1;  // per work item
   int64_t chunk_keys = 0;
+  const int64_t* order = nullptr;  // packed: blocks pairs (b, pos0), heaviest first
 
   // Work item `index` (over all keys; chunks are cut from it).
   WorkItem Item(const AttentionArgs& a, const AttentionPlan& plan, int64_t index) const {
+    if (order != nullptr) {
+      const int64_t* pair = order + 2 * (index / head_groups);
+      const int64_t b = pair[0], pos0 = pair[1];
+      return WorkItem{b,      index % head_groups * plan.heads,
+                      pos0,   std::min(a.SeqQ(b), pos0 + plan.positions),
+                      0,      a.seq_k,
+                      nullptr};
+    }
     // Later query blocks see more keys under a causal mask: start them first.
     const int64_t block = blocks - 1 - index % blocks;
     const int64_t pos0 = block * plan.positions;
@@ -61,14 +76,67 @@ struct WorkSplit {
   }
 };
 
-WorkSplit SplitWork(const AttentionArgs& a, const AttentionPlan& plan) {
+// The work of positions [pos0, pos1) of sequence b: query rows times the keys they see (the
+// visible ranges grow linearly inside a block, so the two ends' mean is their average), plus
+// one tile's worth for the fixed costs of an item.
+int64_t BlockCost(const AttentionArgs& a, int64_t b, int64_t pos0, int64_t pos1) {
+  const int64_t seq_k = a.SeqK(b);
+  auto seen = [&](int64_t i) {
+    const KeyRange r = VisibleKeys(a, b, i, seq_k);
+    return r.empty() ? int64_t{0} : r.hi - r.lo + 1;
+  };
+  return (pos1 - pos0) * ((seen(pos0) + seen(pos1 - 1)) / 2 + static_cast<int64_t>(kKeysPerTile));
+}
+
+// Fills *order with every packed sequence's position blocks, heaviest first (ties in sequence
+// and position order: the order depends on the problem only, though no output depends on it).
+void OrderPackedBlocks(const AttentionArgs& a, const AttentionPlan& plan, Vector<int64_t>* order) {
+  int64_t blocks = 0;
+  for (int64_t b = 0; b < a.batch; ++b) blocks += (a.SeqQ(b) + plan.positions - 1) / plan.positions;
+  order->resize(static_cast<size_t>(3 * blocks));  // (cost, b, pos0) per block, then (b, pos0)
+  int64_t* cost = order->data();
+  int64_t n = 0;
+  for (int64_t b = 0; b < a.batch; ++b) {
+    for (int64_t pos0 = 0; pos0 < a.SeqQ(b); pos0 += plan.positions, ++n) {
+      cost[3 * n] = BlockCost(a, b, pos0, std::min(a.SeqQ(b), pos0 + plan.positions));
+      cost[3 * n + 1] = b;
+      cost[3 * n + 2] = pos0;
+    }
+  }
+  // std::sort allocates nothing (stable_sort would, outside the context's allocator); ties
+  // fall to sequence and position order, so the order is the problem's alone.
+  struct Triple {
+    int64_t cost, b, pos0;
+  };
+  Triple* t = reinterpret_cast<Triple*>(cost);
+  std::sort(t, t + n, [](const Triple& x, const Triple& y) {
+    if (x.cost != y.cost) return x.cost > y.cost;
+    return x.b != y.b ? x.b < y.b : x.pos0 < y.pos0;
+  });
+  int64_t* pairs = order->data();
+  for (int64_t i = 0; i < n; ++i) {
+    const Triple x = t[i];  // pairs[2i..2i+1] never overtakes triple i (2i < 3i + 1)
+    pairs[2 * i] = x.b;
+    pairs[2 * i + 1] = x.pos0;
+  }
+}
+
+WorkSplit SplitWork(const AttentionArgs& a, const AttentionPlan& plan, Vector<int64_t>* order) {
   WorkSplit w;
-  w.blocks = (a.seq_q + plan.positions - 1) / plan.positions;
   w.head_groups = a.heads_kv / plan.heads;
-  w.items = a.batch * w.head_groups * w.blocks;
+  if (a.q_offsets.empty()) {
+    w.blocks = (a.seq_q + plan.positions - 1) / plan.positions;
+    w.items = a.batch * w.head_groups * w.blocks;
+  } else {
+    OrderPackedBlocks(a, plan, order);
+    w.blocks = static_cast<int64_t>(order->size()) / 3;
+    w.order = order->data();
+    w.items = w.blocks * w.head_groups;
+  }
   if (w.items < kMinWorkItems) {
     const int64_t most = std::max<int64_t>(1, a.seq_k / kMinKeysPerChunk);
-    w.chunks = std::min(most, (kMinWorkItems + w.items - 1) / w.items);
+    w.chunks = std::min(
+        most, (kMinWorkItems + std::max<int64_t>(w.items, 1) - 1) / std::max<int64_t>(w.items, 1));
   }
   w.chunk_keys = static_cast<int64_t>(
       RoundUp(static_cast<size_t>((a.seq_k + w.chunks - 1) / w.chunks), kKeysPerTile));
@@ -80,10 +148,11 @@ WorkSplit SplitWork(const AttentionArgs& a, const AttentionPlan& plan) {
 // run_item(item, scratch) on the pool's workers.
 template <class D, class RunItem>
 Status RunWorkItems(D d, const AttentionArgs& a, const AttentionPlan& plan, ThreadPool* pool,
-                    WorkerScratch* scratch, Vector<float>* partials, const RunItem& run_item) {
+                    WorkerScratch* scratch, Vector<float>* partials, Vector<int64_t>* order,
+                    const RunItem& run_item) {
   const AttentionScratchLayout layout = MakeAttentionScratchLayout(plan);
   SATTN_RETURN_IF_ERROR(scratch->Reserve(pool->NumWorkers(), layout.bytes));
-  const WorkSplit w = SplitWork(a, plan);
+  const WorkSplit w = SplitWork(a, plan, order);
   auto bound = [&](int worker) { return layout.Bind(scratch->Get<unsigned char>(worker)); };
   if (w.chunks == 1) {
     return pool->ParallelFor(w.items, [&](int64_t index, int worker) {
@@ -108,18 +177,18 @@ Status RunWorkItems(D d, const AttentionArgs& a, const AttentionPlan& plan, Thre
 // The driver runs as the plan's path says (ChooseAttentionPath); prefill with the tile kernel
 // chosen for this call (WithPrefillTiles) under the context's cpu_kernel.
 Status RunAttention(const AttentionArgs& a, int32_t cpu_kernel, ThreadPool* pool,
-                    WorkerScratch* scratch, Vector<float>* partials) {
+                    WorkerScratch* scratch, Vector<float>* partials, Vector<int64_t>* order) {
   const hn::ScalableTag<float> d;
   const AttentionPlan plan = MakeAttentionPlan(d, a);
   if (plan.decode()) {
-    return RunWorkItems(d, a, plan, pool, scratch, partials,
+    return RunWorkItems(d, a, plan, pool, scratch, partials, order,
                         [&](const WorkItem& item, const AttentionScratch& s) {
                           DecodeWorkItem(d, a, plan, item, s);
                         });
   }
   Status status;
   WithPrefillTiles(a, cpu_kernel, [&](auto tiles) {
-    status = RunWorkItems(d, a, plan, pool, scratch, partials,
+    status = RunWorkItems(d, a, plan, pool, scratch, partials, order,
                           [&](const WorkItem& item, const AttentionScratch& s) {
                             PrefillWorkItem<decltype(tiles)>(d, a, plan, item, s);
                           });
@@ -148,7 +217,8 @@ HWY_EXPORT(RunAttention);
 HWY_EXPORT(PrefillTileKernelName);
 
 Status CpuBackend::Attention(const AttentionArgs& args) {
-  return HWY_DYNAMIC_DISPATCH(RunAttention)(args, cpu_kernel_, pool_, scratch_, &split_partials_);
+  return HWY_DYNAMIC_DISPATCH(RunAttention)(args, cpu_kernel_, pool_, scratch_, &split_partials_,
+                                            &work_order_);
 }
 
 const char* PrefillTileKernelName(DType dtype, int32_t cpu_kernel) {

@@ -28,7 +28,8 @@ class CpuBackend final : public Backend {
         scratch_(scratch),
         alloc_(alloc),
         cpu_kernel_(cpu_kernel),
-        split_partials_(alloc) {}
+        split_partials_(alloc),
+        work_order_(alloc) {}
 
   sattn_backend kind() const override { return SATTN_BACKEND_CPU; }
   Status Exp2(const float* x, float* y, int64_t n) override;
@@ -46,6 +47,7 @@ class CpuBackend final : public Backend {
   Allocator alloc_;
   int32_t cpu_kernel_;            // sattn_cpu_kernel: which prefill tile kernels may run
   Vector<float> split_partials_;  // split-KV partial states, reused across calls
+  Vector<int64_t> work_order_;    // packed batches' position blocks, heaviest first
 };
 
 // Splits `items` independent items of `cost_per_item` work units (about a multiply-add each)

@@ -63,7 +63,7 @@ inline ItemKeys FindVisibleKeys(const AttentionArgs& a, const AttentionPlan& pla
       s.lo[r] = 1, s.hi[r] = 0;
       continue;
     }
-    const KeyRange range = VisibleKeys(a, item.Position(a, r), seq_k);
+    const KeyRange range = VisibleKeys(a, item.b, item.Position(a, r), seq_k);
     s.lo[r] = std::max(range.lo, item.chunk_begin);
     s.hi[r] = std::min(range.hi, item.chunk_end - 1);
     if (s.lo[r] <= s.hi[r]) {
@@ -124,7 +124,7 @@ inline bool MarkPanelsForTile(const AttentionArgs& a, const AttentionPlan& plan,
       s.lo_rel[r] = static_cast<float>(std::max<int64_t>(s.lo[r] - k0, -1));
       s.hi_rel[r] =
           static_cast<float>(std::min<int64_t>(s.hi[r] - k0, static_cast<int64_t>(tile.nb)));
-      s.diagonal_rel[r] = static_cast<float>(item.Position(a, r) + seq_k - a.seq_q - k0);
+      s.diagonal_rel[r] = static_cast<float>(Diagonal(a, item.b, item.Position(a, r), seq_k) - k0);
     }
     s.panel_active[p] = any;
     any_active = any_active || any;
@@ -161,7 +161,7 @@ inline float QueryScaleOfHead(const AttentionArgs& a, int64_t hkv) {
 template <class D>
 HWY_INLINE void LoadQueryRow(D d, const AttentionArgs& a, const AttentionPlan& plan,
                              const WorkItem& item, int64_t hkv, size_t r, float* HWY_RESTRICT row) {
-  LoadRowAsF32(d, a.q.dtype, a.q.At(item.b, item.Position(a, r), item.QueryHead(a, hkv, r), 0),
+  LoadRowAsF32(d, a.q.dtype, a.QueryRow(item.b, item.Position(a, r), item.QueryHead(a, hkv, r)),
                a.q.stride(3), plan.dim, row);
 }
 
@@ -199,9 +199,10 @@ HWY_INLINE void FinishRow(D d, const AttentionArgs& a, int64_t b, int64_t pos, i
       hn::StoreU(hn::Mul(hn::LoadU(d, o_row + i), inv), d, o_row + i);
     }
   }
-  StoreRowFromF32(d, o_row, static_cast<size_t>(a.head_dim_v), a.out.dtype, a.out.At(b, pos, h, 0),
-                  a.out.stride(3));
-  if (a.has_lse) *a.lse.At<float>(b, h, pos) = NaturalLse(state);
+  const AttentionArgs::RowIndex at = a.QueryAt(b, pos);
+  StoreRowFromF32(d, o_row, static_cast<size_t>(a.head_dim_v), a.out.dtype,
+                  a.out.At(at.batch, at.row, h, 0), a.out.stride(3));
+  if (a.has_lse) *a.lse.At<float>(at.batch, h, at.row) = NaturalLse(state);
 }
 
 // Floats of one work item's split-KV partial result: m, l and O of every row of every head.

@@ -85,6 +85,11 @@ Status CudaBackend::Attention(const AttentionArgs& a) {
                          DTypeName(t->dtype));
     }
   }
+  if (!a.q_offsets.empty()) {
+    return Unsupported(
+        "options->cu_seqlens_q: the CUDA backend does not implement packed variable-length "
+        "batches");
+  }
   if (!a.alibi_slopes.empty()) {
     return Unsupported("options->alibi_slopes: the CUDA backend does not implement ALiBi");
   }

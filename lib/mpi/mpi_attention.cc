@@ -120,6 +120,11 @@ Error ReadAttentionOptions(const sattn_attention_options* user, Call* call) {
                 "or bf16 caches)",
                 o.k_scales != nullptr ? "k_scales" : "v_scales");
   }
+  if (o.cu_seqlens_q != nullptr || o.cu_seqlens_k != nullptr) {
+    return Fail(SATTN_ERR_UNSUPPORTED,
+                "options->%s: packed variable-length batches are not supported across shards",
+                o.cu_seqlens_q != nullptr ? "cu_seqlens_q" : "cu_seqlens_k");
+  }
   if (o.alibi_slopes != nullptr) {
     return Fail(SATTN_ERR_UNSUPPORTED,
                 "options->alibi_slopes is not supported across shards (ALiBi needs each key's "

@@ -219,6 +219,30 @@ TEST_F(FakeDevice, DeviceOptionValuesAreCopiedAndChecked) {
   EXPECT_TRUE(call.Untouched());
 }
 
+// A packed batch (cu_seqlens_q) is refused by name before the plugin is called: its two
+// sequences of 3 queries as q [1, 6, ..] over one cache per sequence.
+TEST_F(FakeDevice, PackedBatchesAreRefusedByName) {
+  Call call;
+  call.OnDevice();
+  call.tq.shape[0] = call.to.shape[0] = 1;
+  call.tq.shape[1] = call.to.shape[1] = 6;
+  const int64_t lse_shape[3] = {1, 4, 6};
+  call.tl = sattn_tensor_contiguous(call.lse.data(), SATTN_DTYPE_F32, 3, lse_shape);
+  call.tl.device = SATTN_DEVICE_CUDA;
+  int32_t starts[3] = {0, 3, 6};
+  const int64_t n[1] = {3};
+  sattn_tensor cu_seqlens_q = sattn_tensor_contiguous(starts, SATTN_DTYPE_I32, 1, n);
+  cu_seqlens_q.device = SATTN_DEVICE_CUDA;
+  sattn_attention_options o{};
+  o.struct_size = sizeof(o);
+  o.cu_seqlens_q = &cu_seqlens_q;
+  const int calls = plugin.AttentionCalls();
+  EXPECT_EQ(call.Run(ctx, &o), SATTN_ERR_UNSUPPORTED);
+  EXPECT_NE(Error().find("options->cu_seqlens_q"), std::string::npos) << Error();
+  EXPECT_EQ(plugin.AttentionCalls(), calls);
+  EXPECT_TRUE(call.Untouched());
+}
+
 TEST_F(FakeDevice, OptionsTheGpuLacksAreRefusedByName) {
   Call call;
   call.OnDevice();

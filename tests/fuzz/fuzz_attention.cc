@@ -1,11 +1,13 @@
 // libFuzzer target: sattn_attention with fuzzer-chosen dtypes, shapes (decode and prefill,
 // split-KV lengths), layouts, every option (mask, ALiBi, sinks, softcap, windows, causal,
-// ragged seqused_k, paged block tables), data and malformed details, on a chosen SIMD target.
+// ragged seqused_k, paged block tables, packed variable-length batches), data and malformed
+// details, on a chosen SIMD target.
 // Every call must be memory-safe and follow the contract (fuzz_util.h); calls on plain data
 // must also match the double oracle, and keys no row may see hold NaN, so a leak shows up.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <tuple>
 #include <vector>
 
 #include "fuzz_util.h"
@@ -85,27 +87,47 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (paged) seq_k = max_pages * page_size;
   const int64_t num_pages =
       paged ? batch * max_pages + in.ConsumeIntegralInRange<int64_t>(0, 2) : 0;
+  // Packed batches (cu_seqlens_q; cu_seqlens_k when not paged): each sequence its own lengths,
+  // 0 allowed, q [1, total_q, ..] and k, v [1, total_k, ..].
+  const bool packed = in.ConsumeIntegralInRange<int>(0, 3) == 0;
+  const bool packed_k = packed && !paged;
+  std::vector<int64_t> q_lens(batch, seq_q), k_lens(batch, seq_k);
+  std::vector<int64_t> q_starts(batch + 1, 0), k_starts(batch + 1, 0);
+  for (int64_t b = 0; b < batch && packed; ++b) {
+    q_lens[b] = in.ConsumeIntegralInRange<int64_t>(0, seq_q);
+    if (packed_k) k_lens[b] = in.ConsumeIntegralInRange<int64_t>(0, seq_k);
+  }
+  for (int64_t b = 0; b < batch; ++b) {
+    q_starts[b + 1] = q_starts[b] + q_lens[b];
+    k_starts[b + 1] = k_starts[b] + k_lens[b];
+  }
+  if (q_starts[batch] == 0) q_lens[batch - 1] = q_starts[batch] = 1;  // extents are >= 1
+  if (k_starts[batch] == 0) k_lens[batch - 1] = k_starts[batch] = 1;
+  const int64_t total_q = q_starts[batch], total_k = k_starts[batch];
+  // q's (out's, lse's) batch and sequence extents; k's and v's when contiguous.
+  const int64_t q_batch = packed ? 1 : batch, q_rows = packed ? total_q : seq_q;
+  const int64_t k_batch = packed_k ? 1 : batch, k_rows = packed_k ? total_k : seq_k;
 
   // ---- tensors
-  FuzzTensor q, k, v, out, lse, alibi, sinks, mask, seqused, table;
+  FuzzTensor q, k, v, out, lse, alibi, sinks, mask, seqused, table, cu_q, cu_k;
   const int32_t q_dtype = PickFloatDType(in), kv_dtype = PickFloatDType(in);
   const int32_t v_dtype = in.ConsumeBool() || v_in_k ? kv_dtype : PickFloatDType(in);
   const int32_t out_dtype = in.ConsumeBool() ? q_dtype : PickFloatDType(in);
-  q.Make(in, q_dtype, {batch, seq_q, heads_q, head_dim}, false);
-  k.Make(in, kv_dtype, {paged ? num_pages : batch, paged ? page_size : seq_k, heads_kv, head_dim},
-         false);
+  q.Make(in, q_dtype, {q_batch, q_rows, heads_q, head_dim}, false);
+  k.Make(in, kv_dtype,
+         {paged ? num_pages : k_batch, paged ? page_size : k_rows, heads_kv, head_dim}, false);
   if (!v_in_k) {
-    v.Make(in, v_dtype, {paged ? num_pages : batch, paged ? page_size : seq_k, heads_kv, head_dim_v},
-           false);
+    v.Make(in, v_dtype,
+           {paged ? num_pages : k_batch, paged ? page_size : k_rows, heads_kv, head_dim_v}, false);
   }
   sattn_tensor v_view = v.view();
   if (v_in_k) v_view = k.view(), v_view.shape[3] = head_dim_v;
   const bool in_place = in.ConsumeIntegralInRange<int>(0, 7) == 0;
-  if (!in_place) out.Make(in, out_dtype, {batch, seq_q, heads_q, head_dim_v}, true);
+  if (!in_place) out.Make(in, out_dtype, {q_batch, q_rows, heads_q, head_dim_v}, true);
   const bool with_lse = in.ConsumeBool();
   if (with_lse) {
     lse.Make(in, in.ConsumeIntegralInRange<int>(0, 15) ? SATTN_DTYPE_F32 : PickFloatDType(in),
-             {batch, heads_q, seq_q}, true);
+             {q_batch, heads_q, q_rows}, true);
   }
   const Fill fill = PickFill(in);
   q.FillValues(fill, seed);
@@ -167,15 +189,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
     o.mask = &mask.view();
   }
-  std::vector<int64_t> used(batch, seq_k);
+  std::vector<int64_t> used = k_lens;
   const bool with_seqused = in.ConsumeIntegralInRange<int>(0, 3) == 0;
   if (with_seqused) {
     seqused.Make(in, in.ConsumeIntegralInRange<int>(0, 15) ? SATTN_DTYPE_I32 : PickFloatDType(in),
                  {batch}, false);
     for (int64_t b = 0; b < batch && seqused.real(); ++b) {
       used[b] = in.ConsumeIntegralInRange<int>(0, 15) == 0
-                    ? in.ConsumeIntegralInRange<int64_t>(-2, seq_k + 2)  // maybe out of range
-                    : in.ConsumeIntegralInRange<int64_t>(0, seq_k);
+                    ? in.ConsumeIntegralInRange<int64_t>(-2, k_lens[b] + 2)  // maybe out of range
+                    : in.ConsumeIntegralInRange<int64_t>(0, k_lens[b]);
       if (!seqused.mutated() && seqused.view().dtype == SATTN_DTYPE_I32) {
         seqused.SetInt(&b, static_cast<int32_t>(used[b]));
       }
@@ -206,10 +228,31 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
     o.block_table = &table.view();
   }
+  if (packed) {
+    // Now and then an end off by one: not starting at 0 or not ending at the packed length,
+    // each refused.
+    for (auto [t, starts, field] :
+         {std::tuple<FuzzTensor*, const std::vector<int64_t>*, const sattn_tensor**>{
+              &cu_q, &q_starts, &o.cu_seqlens_q},
+          {&cu_k, &k_starts, &o.cu_seqlens_k}}) {
+      if (t == &cu_k && !packed_k) break;
+      t->Make(in, in.ConsumeIntegralInRange<int>(0, 15) ? SATTN_DTYPE_I32 : PickFloatDType(in),
+              {batch + 1}, false);
+      for (int64_t b = 0;
+           b <= batch && t->real() && !t->mutated() && t->view().dtype == SATTN_DTYPE_I32; ++b) {
+        // Only the ends: an inner entry off by one may still be a valid (other) batch.
+        const bool end = b == 0 || b == batch;
+        const int32_t off = end && in.ConsumeIntegralInRange<int>(0, 31) == 0 ? 1 : 0;
+        t->SetInt(&b, static_cast<int32_t>((*starts)[b]) + off);
+      }
+      *field = &t->view();
+    }
+  }
   // Plain calls are judged by the oracle; then keys no sequence has (past seqused_k, pages no
   // used entry names) hold NaN, which must never reach a result.
   bool judge = fill == Fill::kUniform && pass_options && o.struct_size == sizeof(o);
-  for (const FuzzTensor* t : {&q, &k, &v, &out, &lse, &alibi, &sinks, &mask, &seqused, &table}) {
+  for (const FuzzTensor* t :
+       {&q, &k, &v, &out, &lse, &alibi, &sinks, &mask, &seqused, &table, &cu_q, &cu_k}) {
     judge = judge && !t->mutated();
   }
   judge = judge && (!paged || table.view().dtype == SATTN_DTYPE_I32);
@@ -225,7 +268,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     for (FuzzTensor* t : {&k, &v}) {
       if (t == &v && v_in_k) continue;  // k's NaN are v's
       t->ForEach([&](const int64_t* i) {
-        const bool hidden = paged ? !page_used[i[0]] : i[1] >= std::max<int64_t>(used[i[0]], 0);
+        // A packed key's sequence: the one whose rows [k_starts[b], k_starts[b + 1]) hold it.
+        int64_t b = i[0], j = i[1];
+        while (packed_k && j >= k_starts[b + 1]) ++b;
+        if (packed_k) j -= k_starts[b];
+        const bool hidden = paged ? !page_used[i[0]] : j >= std::max<int64_t>(used[b], 0);
         if (hidden) t->Set(i, NAN);
       });
     }
@@ -234,12 +281,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // ---- the oracle's view of the inputs, taken before the call (out may be q)
   Array q_ref, k_ref, v_ref;
   if (judge) {
-    q_ref = Array({batch, seq_q, heads_q, head_dim});
+    q_ref = Array({q_batch, q_rows, heads_q, head_dim});
     q.ForEach([&](const int64_t* i) { q_ref({i[0], i[1], i[2], i[3]}) = q.Get(i); });
   }
   const sattn_tensor* out_view = in_place ? &q.view() : &out.view();
 
-  std::vector<const FuzzTensor*> inputs = {&k, &v, &alibi, &sinks, &mask, &seqused, &table};
+  std::vector<const FuzzTensor*> inputs = {&k,       &v,     &alibi, &sinks, &mask,
+                                           &seqused, &table, &cu_q,  &cu_k};
   if (!in_place) inputs.push_back(&q);
   std::vector<std::vector<uint8_t>> inputs_before;
   for (const FuzzTensor* t : inputs) inputs_before.push_back(t->Snapshot());
@@ -296,9 +344,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   for (int64_t b = 0; b < batch; ++b) {
     for (int64_t j = 0; j < used[b]; ++j) {
       const int64_t entry[2] = {b, paged ? j / page_size : 0};
-      const int64_t page = paged ? table.GetInt(entry) : b;
-      const int64_t row = paged ? j % page_size : j;
-      FUZZ_CHECK(page >= 0 && page < (paged ? num_pages : batch), "accepted page %lld",
+      const int64_t page = paged ? table.GetInt(entry) : packed_k ? 0 : b;
+      const int64_t row = paged ? j % page_size : packed_k ? k_starts[b] + j : j;
+      FUZZ_CHECK(page >= 0 && page < (paged ? num_pages : k_batch), "accepted page %lld",
                  static_cast<long long>(page));
       for (int64_t h = 0; h < heads_kv; ++h) {
         for (int64_t d = 0; d < std::max(head_dim, head_dim_v); ++d) {
@@ -309,7 +357,34 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       }
     }
   }
-  const auto want = streamattn::reference::Attention(q_ref, k_ref, v_ref, spec);
+  streamattn::reference::AttentionResult want;
+  if (!packed) {
+    want = streamattn::reference::Attention(q_ref, k_ref, v_ref, spec);
+  } else {
+    // The oracle per sequence, on its own queries and keys, laid out packed.
+    want.out = Array({1, total_q, heads_q, head_dim_v});
+    want.lse = Array({1, heads_q, total_q});
+    for (int64_t b = 0; b < batch; ++b) {
+      if (q_lens[b] == 0) continue;
+      Array qb({1, q_lens[b], heads_q, head_dim});
+      Array kb({1, seq_k, heads_kv, head_dim}), vb({1, seq_k, heads_kv, head_dim_v});
+      const int64_t q_at = q_starts[b] * heads_q * head_dim;
+      for (int64_t i = 0; i < qb.size(); ++i) qb.data[i] = q_ref.data[q_at + i];
+      for (int64_t i = 0; i < kb.size(); ++i) kb.data[i] = k_ref.data[b * kb.size() + i];
+      for (int64_t i = 0; i < vb.size(); ++i) vb.data[i] = v_ref.data[b * vb.size() + i];
+      streamattn::reference::AttentionSpec own = spec;
+      own.seqused_k = {used[b]};
+      const auto w = streamattn::reference::Attention(qb, kb, vb, own);
+      for (int64_t i = 0; i < w.out.size(); ++i) {
+        want.out.data[q_starts[b] * heads_q * head_dim_v + i] = w.out.data[i];
+      }
+      for (int64_t h = 0; h < heads_q; ++h) {
+        for (int64_t i = 0; i < q_lens[b]; ++i) {
+          want.lse({0, h, q_starts[b] + i}) = w.lse({0, h, i});
+        }
+      }
+    }
+  }
   // float32 scores carry an error that grows with their size (a dot product of head_dim terms
   // rounds to ~2^-22 of its largest partial sums): a weight's relative error, an out's absolute
   // one (|v| <= 1), and lse's.

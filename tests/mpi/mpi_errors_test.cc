@@ -106,6 +106,13 @@ TEST(MpiErrors, AlibiIsUnsupported) {
   ExpectAgreedFailure(call.Run(ctx.get()), SATTN_ERR_UNSUPPORTED, 0, "alibi", call);
 }
 
+TEST(MpiErrors, PackedBatchesAreUnsupported) {
+  ScopedContext ctx(1);
+  SmallCall call;
+  call.options.cu_seqlens_q = &call.sinks_view;  // refused before it is read
+  ExpectAgreedFailure(call.Run(ctx.get()), SATTN_ERR_UNSUPPORTED, 0, "cu_seqlens_q", call);
+}
+
 TEST(MpiErrors, OptionsThatDifferBetweenRanks) {
   if (Size() == 1) GTEST_SKIP() << "needs two ranks";
   ScopedContext ctx(1);

@@ -108,7 +108,7 @@ struct PairedScores {
     const size_t R = plan.panel_rows, pairs = plan.dim_pad / 2, rows = item.Rows(a);
     for (size_t r = 0; r < plan.rows_pad; ++r) {
       const void* src =
-          r < rows ? a.q.At(item.b, item.Position(a, r), item.QueryHead(a, hkv, r), 0) : nullptr;
+          r < rows ? a.QueryRow(item.b, item.Position(a, r), item.QueryHead(a, hkv, r)) : nullptr;
       uint16_t* panel = out + (r / R) * pairs * 2 * R;  // pair j from panel + 2 j R
       const size_t low = Blocks::QueryHalf(r % R, 0), high = Blocks::QueryHalf(r % R, 1);
       for (size_t i = 0; i < plan.dim_pad; ++i) {

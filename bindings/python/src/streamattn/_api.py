@@ -176,7 +176,8 @@ def attention_options(scale, causal, window, softcap, f32_pv, tensor_options,
                       int8_queries=False):
     """The sattn_attention_options of attention()'s keywords; tensor_options maps the names of
     the tensor options given (alibi_slopes, mask, sinks, seqused_k, block_table, k_scales,
-    v_scales) to their Views, which must outlive the call. Shared by streamattn.torch."""
+    v_scales, cu_seqlens_q, cu_seqlens_k) to their Views, which must outlive the call. Shared
+    by streamattn.torch."""
     options = N.AttentionOptions()
     options.struct_size = ctypes.sizeof(options)
     options.scale = 0.0 if scale is None else scale
@@ -226,7 +227,8 @@ def scales_view(name, scales, values_code):
 
 def attention(q, k, v, *, scale=None, causal=False, window=None, softcap=None, alibi_slopes=None,
               mask=None, sinks=None, seqused_k=None, block_table=None, out=None, lse=None,
-              return_lse=False, dtype=None, f32_pv=False, int8_queries=False, context=None):
+              return_lse=False, dtype=None, f32_pv=False, int8_queries=False, cu_seqlens_q=None,
+              cu_seqlens_k=None, context=None):
     """Exact softmax attention, sattn_attention: out = softmax(scale q k^T + bias) v.
 
     q [batch, seq_q, heads_q, head_dim]; k, v [batch, seq_k, heads_kv, head_dim(_v)], or
@@ -244,6 +246,11 @@ def attention(q, k, v, *, scale=None, causal=False, window=None, softcap=None, a
     int8_queries: over an int4 k, round each query row to int8 where decoding can then sum
     Q.K^T in integers (AVX512-VNNI): faster, slightly less exact
     (sattn_attention_options.int8_queries).
+    cu_seqlens_q: int32 [batch + 1] prefix sums of the query lengths of a packed batch
+    (FlashAttention's varlen layout): q and out are then [1, total_q, heads_q, head_dim] and lse
+    [1, heads_q, total_q]; causal, window and ALiBi align per sequence; mask must be None.
+    cu_seqlens_k: likewise for k and v ([1, total_k, heads_kv, head_dim]); without it, k and v
+    are paged (block_table) or [batch, seq_k, ...] per sequence.
     out: where to write (else a new array of `dtype`, default q's dtype). lse: where to write the
     float32 [batch, heads_q, seq_q] log-sum-exps. Returns out, or (out, lse) when return_lse is
     true or lse is given."""
@@ -268,6 +275,8 @@ def attention(q, k, v, *, scale=None, causal=False, window=None, softcap=None, a
                                  ("sinks", sinks, np.float32),
                                  ("seqused_k", seqused_k, np.int32),
                                  ("block_table", block_table, np.int32),
+                                 ("cu_seqlens_q", cu_seqlens_q, np.int32),
+                                 ("cu_seqlens_k", cu_seqlens_k, np.int32),
                                  ("mask", mask, None)):
         if value is not None:
             keep[field] = (_views.view(field, value) if dtype_ is None

@@ -102,6 +102,8 @@ class AttentionOptions(ctypes.Structure):
         ("k_scales", _TensorP),  # the third version
         ("v_scales", _TensorP),
         ("int8_queries", ctypes.c_int32),  # the fourth version
+        ("cu_seqlens_q", _TensorP),  # the fifth version
+        ("cu_seqlens_k", _TensorP),
     ]
 
 

@@ -133,9 +133,10 @@ def attention_out_shape(q, v, heads_first):
 
 def _attention_into(q, k, v, out, lse, scale, causal, window_left, window_right, softcap,
                     alibi_slopes, mask, sinks, seqused_k, block_table, f32_pv, context,
-                    k_scales=None, v_scales=None, int8_queries=False):
+                    k_scales=None, v_scales=None, int8_queries=False, cu_seqlens_q=None,
+                    cu_seqlens_k=None):
     """sattn_attention on torch tensors: out (and lse, if given) in streamattn's layout; k and
-    v of a quantized format with their k_scales and v_scales."""
+    v of a quantized format with their k_scales and v_scales; packed batches with cu_seqlens."""
     ctx = _context(context)
     views = [tensor_view(n, t.detach(), cache=n in ("k", "v"))
              for n, t in (("q", q), ("k", k), ("v", v), ("out", out))]
@@ -143,7 +144,8 @@ def _attention_into(q, k, v, out, lse, scale, causal, window_left, window_right,
     tensor_options = {}
     for name, t in (("alibi_slopes", alibi_slopes), ("sinks", sinks), ("seqused_k", seqused_k),
                     ("block_table", block_table), ("mask", mask), ("k_scales", k_scales),
-                    ("v_scales", v_scales)):
+                    ("v_scales", v_scales), ("cu_seqlens_q", cu_seqlens_q),
+                    ("cu_seqlens_k", cu_seqlens_k)):
         if t is not None:
             tensor_options[name] = tensor_view(name, t.detach())
     window = None
@@ -163,8 +165,9 @@ def attention_op(q: Tensor, k: Tensor, v: Tensor, out_heads_first: bool, scale: 
                  alibi_slopes: Optional[Tensor], mask: Optional[Tensor], sinks: Optional[Tensor],
                  seqused_k: Optional[Tensor], block_table: Optional[Tensor], f32_pv: bool,
                  out_dtype: Optional[torch.dtype], context: int, k_scales: Optional[Tensor] = None,
-                 v_scales: Optional[Tensor] = None,
-                 int8_queries: bool = False) -> Tuple[Tensor, Tensor]:
+                 v_scales: Optional[Tensor] = None, int8_queries: bool = False,
+                 cu_seqlens_q: Optional[Tensor] = None,
+                 cu_seqlens_k: Optional[Tensor] = None) -> Tuple[Tensor, Tensor]:
     """sattn_attention into new tensors: q [b, s_q, h_q, d], k and v [b, s_k, h_kv, d(_v)] (or
     pages with block_table; or quantized, with k_scales and v_scales) -> (out, lse float32
     [b, h_q, s_q]); out is [b, s_q, h_q, d_v], or [b, h_q, s_q, d_v] when out_heads_first,
@@ -174,14 +177,15 @@ def attention_op(q: Tensor, k: Tensor, v: Tensor, out_heads_first: bool, scale: 
     lse = torch.empty(lse_shape, dtype=torch.float32, device=q.device)
     _attention_into(q, k, v, out.transpose(1, 2) if out_heads_first else out, lse, scale, causal,
                     window_left, window_right, softcap, alibi_slopes, mask, sinks, seqused_k,
-                    block_table, f32_pv, context, k_scales, v_scales, int8_queries)
+                    block_table, f32_pv, context, k_scales, v_scales, int8_queries, cu_seqlens_q,
+                    cu_seqlens_k)
     return out, lse
 
 
 @attention_op.register_fake
 def _(q, k, v, out_heads_first, scale, causal, window_left, window_right, softcap, alibi_slopes,
       mask, sinks, seqused_k, block_table, f32_pv, out_dtype, context, k_scales=None,
-      v_scales=None, int8_queries=False):
+      v_scales=None, int8_queries=False, cu_seqlens_q=None, cu_seqlens_k=None):
     out_shape, lse_shape = attention_out_shape(q, v, out_heads_first)
     return (q.new_empty(out_shape, dtype=_dtype_or(out_dtype, q.dtype)),
             q.new_empty(lse_shape, dtype=torch.float32))
@@ -194,18 +198,20 @@ def attention_out_op(q: Tensor, k: Tensor, v: Tensor, out: Tensor, lse: Optional
                      mask: Optional[Tensor], sinks: Optional[Tensor], seqused_k: Optional[Tensor],
                      block_table: Optional[Tensor], f32_pv: bool, context: int,
                      k_scales: Optional[Tensor] = None,
-                     v_scales: Optional[Tensor] = None, int8_queries: bool = False) -> None:
+                     v_scales: Optional[Tensor] = None, int8_queries: bool = False,
+                     cu_seqlens_q: Optional[Tensor] = None,
+                     cu_seqlens_k: Optional[Tensor] = None) -> None:
     """sattn_attention into the caller's out [b, s_q, h_q, d_v] (any strides; it may be q
     itself) and, when given, lse float32 [b, h_q, s_q]."""
     _attention_into(q, k, v, out, lse, scale, causal, window_left, window_right, softcap,
                     alibi_slopes, mask, sinks, seqused_k, block_table, f32_pv, context, k_scales,
-                    v_scales, int8_queries)
+                    v_scales, int8_queries, cu_seqlens_q, cu_seqlens_k)
 
 
 @attention_out_op.register_fake
 def _(q, k, v, out, lse, scale, causal, window_left, window_right, softcap, alibi_slopes, mask,
       sinks, seqused_k, block_table, f32_pv, context, k_scales=None, v_scales=None,
-      int8_queries=False):
+      int8_queries=False, cu_seqlens_q=None, cu_seqlens_k=None):
     return None
 
 

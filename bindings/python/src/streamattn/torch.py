@@ -84,7 +84,7 @@ def _window(window):
 def attention(q, k, v, *, layout="bshd", scale=None, causal=False, window=None, softcap=None,
               alibi_slopes=None, mask=None, sinks=None, seqused_k=None, block_table=None,
               out=None, lse=None, return_lse=False, dtype=None, f32_pv=False, int8_queries=False,
-              context=None):
+              cu_seqlens_q=None, cu_seqlens_k=None, context=None):
     """Exact softmax attention on torch tensors, with the keywords of streamattn.attention.
 
     layout "bshd" (the default, streamattn's and FlashAttention's): q [batch, seq_q, heads_q,
@@ -100,9 +100,15 @@ def attention(q, k, v, *, layout="bshd", scale=None, causal=False, window=None, 
     [batch], block_table [batch, max_pages]: as streamattn.attention; the per-head and
     per-sequence options may be tensors of any dtype or sequences, converted (they are tiny).
     out, lse (float32 [batch, heads_q, seq_q]): written in place when given. dtype: a new out's
-    dtype (default q's). f32_pv, int8_queries: as streamattn.attention. Returns out, or
-    (out, lse) when return_lse is true or lse is given."""
+    dtype (default q's). f32_pv, int8_queries: as streamattn.attention. cu_seqlens_q,
+    cu_seqlens_k [batch + 1]: a packed batch, as streamattn.attention (layout "bshd" only).
+    Returns out, or (out, lse) when return_lse is true or lse is given."""
     heads_first = _heads_first(layout)
+    if heads_first and (cu_seqlens_q is not None or cu_seqlens_k is not None):
+        raise ValueError('cu_seqlens_q and cu_seqlens_k take layout "bshd" ([1, total, heads, '
+                         'dim]), not "bhsd"')
+    packed = (_small(cu_seqlens_q, torch.int32, q.device),
+              _small(cu_seqlens_k, torch.int32, q.device))
     left, right = _window(window)
     options = (scale, bool(causal), left, right, softcap,
                _small(alibi_slopes, torch.float32, q.device), mask,
@@ -114,7 +120,7 @@ def attention(q, k, v, *, layout="bshd", scale=None, causal=False, window=None, 
                                     for name, x in (("k", k), ("v", v)))
     if out is None and lse is None:
         out, lse = _ops.attention_op(q, k, v, heads_first, *options, dtype, key, k_scales,
-                                     v_scales, bool(int8_queries))
+                                     v_scales, bool(int8_queries), *packed)
         return (out, lse) if return_lse else out
     out_shape, lse_shape = _ops.attention_out_shape(q, v, heads_first)
     if out is None:
@@ -122,7 +128,7 @@ def attention(q, k, v, *, layout="bshd", scale=None, causal=False, window=None, 
     if lse is None and return_lse:
         lse = q.new_empty(lse_shape, dtype=torch.float32)
     _ops.attention_out_op(q, k, v, _as_ours(out, heads_first), lse, *options, key, k_scales,
-                          v_scales, bool(int8_queries))
+                          v_scales, bool(int8_queries), *packed)
     return (out, lse) if lse is not None else out
 
 
