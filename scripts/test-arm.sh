@@ -1,21 +1,29 @@
 #!/usr/bin/env bash
 # Cross-builds streamattn for Arm with Debian's cross compilers and multiarch packages, and runs
 # the test suite (the opt-in `exhaustive` label excepted) under qemu-user, every test on every
-# Highway target the builds carry (SVE_256 on request):
+# Highway target the builds carry (SVE_256 on request), in both configurations: the default
+# (shared libstreamattn.so on oneTBB) and the one most embedded users ship (static
+# libstreamattn.a without oneTBB, as scripts/test-embedded.sh builds natively):
 #
-#   aarch64  built once, tested under three emulated cores: cortex-a72 (NEON; neither BF16 nor
-#            FHM, so the f32 prefill kernel), max with 128-bit vectors (SVE2_128, as on
-#            Cortex-A510/A710 and Neoverse N2; also runs the SVE2 and SVE targets) and max (SVE2
-#            with qemu's default 512-bit vectors), both with BF16 and FHM, so the Arm native
-#            prefill kernels (neon-bf16, neon-fp16); with STREAMATTN_TEST_SVE_256=1 also max
-#            with 256-bit vectors (SVE_256, as on Neoverse V1)
-#   armhf    32-bit ARMv7, tested under -cpu cortex-a15 (SCALAR, see the toolchain file)
+#   aarch64  built in both configurations, each tested under the emulated cores it is shipped
+#            for: the static, oneTBB-free build under cortex-a72 (NEON; neither BF16 nor FHM, so
+#            the f32 prefill kernel), the shared oneTBB build under max with 128-bit vectors
+#            (SVE2_128, as on Cortex-A510/A710 and Neoverse N2; also runs the SVE2 and SVE
+#            targets) and max (SVE2 with qemu's default 512-bit vectors), both with BF16 and
+#            FHM, so the Arm native prefill kernels (neon-bf16, neon-fp16); with
+#            STREAMATTN_TEST_SVE_256=1 also max with 256-bit vectors (SVE_256, as on Neoverse V1)
+#   armhf    32-bit ARMv7, static without oneTBB, tested under -cpu cortex-a15 (SCALAR, see the
+#            toolchain file)
 #
 # Usage: scripts/test-arm.sh [aarch64] [armhf]      (no argument: both)
-# Installs what is missing first (as root, or through sudo). Builds go to build-aarch64/ and
-# build-armhf/. Each run prints the SIMD target `streamattn info` reports under that core, the
-# tests per Highway target, and the test count and wall time; a summary closes the output. A
-# core whose `streamattn info` names other prefill kernels than expected fails the run.
+# Installs what is missing first (as root, or through sudo). Builds go to build-aarch64/ (shared,
+# oneTBB), build-aarch64-embedded/ and build-armhf-embedded/ (static, no oneTBB); ccache's cache
+# to build-arm-ccache/. Each static build's test binaries are checked to need neither libtbb nor
+# libstreamattn.so. Each run prints the SIMD target and prefill kernels the library reports
+# under that core (`streamattn info`, or the C API test where the tool is not built), the tests
+# per Highway target, and the test count and wall time; a summary, naming each run's
+# configuration, closes the output. A core whose library names other prefill kernels than
+# expected fails the run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -38,9 +46,15 @@ cross_compiler() {
     armhf) echo g++-arm-linux-gnueabihf ;;
   esac
 }
+triplet() {
+  case $1 in
+    aarch64) echo aarch64-linux-gnu ;;
+    armhf) echo arm-linux-gnueabihf ;;
+  esac
+}
 
 install_packages() {
-  local packages=(cmake make qemu-user) foreign=() arch d try
+  local packages=(cmake make ccache qemu-user) foreign=() arch d try
   for arch in "${arches[@]}"; do
     d=$(debian_arch "$arch")
     packages+=("$(cross_compiler "$arch")" "libhwy-dev:$d" "libtbb-dev:$d" "libgtest-dev:$d"
@@ -60,23 +74,68 @@ install_packages() {
   scripts/install-deps.sh "${packages[@]}"
 }
 
-build() {  # arch build_dir
-  local toolchain=toolchains/$1-linux-gnu.cmake start=$SECONDS
+# The two configurations: today's default, and the one most embedded users ship (the same as
+# scripts/test-embedded.sh builds natively).
+config_name() {
+  case $1 in
+    shared) echo "shared, oneTBB" ;;
+    static) echo "static, no oneTBB" ;;
+  esac
+}
+declare -A build_config  # build dir -> configuration name, for the runs' summary lines
+
+build() {  # arch build_dir shared|static
+  local toolchain=toolchains/$1-linux-gnu.cmake start=$SECONDS options=() stats
   [[ $1 == armhf ]] && toolchain=toolchains/arm-linux-gnueabihf.cmake
-  echo "== $1: cross build into $2"
-  cmake -S . -B "$2" -DCMAKE_BUILD_TYPE=Release -DCMAKE_TOOLCHAIN_FILE="$toolchain" >/dev/null
-  cmake --build "$2" -j"$jobs"
-  summary+=("$1 build: $((SECONDS - start)) s")
+  [[ $3 == static ]] && options=(-DBUILD_SHARED_LIBS=OFF -DSTREAMATTN_TBB=OFF
+                                 -DSTREAMATTN_CUDA=OFF -DSTREAMATTN_MPI=OFF)
+  build_config[$2]=$(config_name "$3")
+  echo "== $1: cross build ($(config_name "$3")) into $2"
+  # ccache lets the second configuration of an architecture reuse the objects of the first: the
+  # library's and the tests' objects compile from the same command lines in both (oneTBB's
+  # headers are system ones; only the thread pool's source and the test helpers' oneTBB switch
+  # differ). Its cache is build-arm-ccache/, empty on CI's clean checkout, so the first build of
+  # each architecture compiles everything.
+  CCACHE_DIR=$PWD/build-arm-ccache ccache -z >/dev/null
+  cmake -S . -B "$2" -DCMAKE_BUILD_TYPE=Release -DCMAKE_TOOLCHAIN_FILE="$toolchain" \
+    -DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache "${options[@]}" \
+    >/dev/null
+  CCACHE_DIR=$PWD/build-arm-ccache cmake --build "$2" -j"$jobs"
+  stats=$(CCACHE_DIR=$PWD/build-arm-ccache ccache --print-stats |
+    awk '/^(direct|preprocessed)_cache_hit\t/ {hit += $2} /^cache_miss\t/ {miss = $2}
+         END {print hit + 0 " reused, " miss + 0 " compiled"}')
+  echo "   ccache: $stats"
+  if [[ $3 == static ]]; then
+    # What test-embedded.sh checks with ldd, read from the ELF headers (ldd cannot run a foreign
+    # binary): the tests and the C runner example need neither libtbb nor libstreamattn.so.
+    local bin needed
+    for bin in "$2/tests/streamattn_api_tests" "$2/tests/streamattn_c_runner_example"; do
+      needed=$("$(triplet "$1")-readelf" -d "$bin" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p')
+      echo "   $(basename "$bin") needs: $(echo $needed)"
+      if grep -E 'lib(tbb|streamattn)' <<<"$needed"; then
+        echo "test-arm.sh: $1: the static, oneTBB-free build's $bin loads the libraries above" >&2
+        exit 1
+      fi
+    done
+  fi
+  summary+=("$1 build ($(config_name "$3"); ccache: $stats): $((SECONDS - start)) s")
 }
 
 run_suite() {  # label build_dir qemu cpu expected_targets(regex) expected_kernels [ctest -R/-E...]
   local label=$1 dir=$2 qemu=$3 cpu=$4 expected=$5 kernels=$6 start=$SECONDS info target log count
   local select=(-LE exhaustive "${@:7}")
-  echo "== $label: test suite under $qemu -cpu $cpu"
+  echo "== $label: test suite of $dir (${build_config[$dir]}) under $qemu -cpu $cpu"
   export STREAMATTN_QEMU_CPU=$cpu
-  info=$(toolchains/qemu-run.sh "$qemu" "$cpu" "$dir/bench/streamattn" info)
+  # `streamattn info`, or where the tool is not built (STREAMATTN_TBB=OFF) the C API test,
+  # which prints the same target and kernels from the same sattn_context_get_info.
+  if [[ -x $dir/bench/streamattn ]]; then
+    info=$(toolchains/qemu-run.sh "$qemu" "$cpu" "$dir/bench/streamattn" info)
+  else
+    info=$(toolchains/qemu-run.sh "$qemu" "$cpu" "$dir/tests/streamattn_c_api_test")
+  fi
   sed 's/^/   /' <<<"$info"
-  target=$(sed -n 's/^simd target (chosen at run time): //p' <<<"$info")
+  target=$(sed -n -e 's/^simd target (chosen at run time): //p' \
+    -e 's/^backend cpu, .* SIMD \([^ ]*\) (compiled: .*/\1/p' <<<"$info")
   if ! [[ $target =~ ^($expected)$ ]]; then
     echo "test-arm.sh: $label: streamattn info chose '$target', expected $expected" >&2
     exit 1
@@ -104,8 +163,9 @@ run_suite() {  # label build_dir qemu cpu expected_targets(regex) expected_kerne
   echo "   slowest tests (emulation budgets are tight: these are what to shrink):"
   sed -En 's/.*Test +#[0-9]+: ([^ ]+) .* ([0-9.]+) sec$/\2 s  \1/p' "$log" | sort -rn | sed -n 1,5p |
     sed 's/^/     /'
-  tail -n 1 "$log" | sed 's/^/   /'
-  summary+=("$label (-cpu $cpu, target $target): $count tests passed in $((SECONDS - start)) s")
+  grep 'Total Test time' "$log" | sed 's/^/   /'
+  summary+=("$label, ${build_config[$dir]} (-cpu $cpu, target $target): $count tests passed in"\
+" $((SECONDS - start)) s")
   unset STREAMATTN_QEMU_CPU
 }
 
@@ -135,14 +195,25 @@ install_packages
 for arch in "${arches[@]}"; do
   case $arch in
     aarch64)
-      build aarch64 build-aarch64
+      # Two configurations, one emulated core each: the static, oneTBB-free one under the
+      # cortex-a72 (NEON, like the Cortex-A53/A55/A72 boards embedded users ship it on), the
+      # shared one with oneTBB under the SVE cores (the Neoverse servers it serves). Each
+      # Highway target's kernels are the same code in both, so between them every target still
+      # runs every test once, and each configuration's own code (its threads, its packaging)
+      # runs the whole suite. Measured on the CI's 2 cores, shared with other builds (load
+      # 7-11): the oneTBB build 849 s (367 s unloaded), then the static one 12 s, 62 of its 64
+      # objects from ccache; the NEON run 244 tests in 262 s on the static build (243 in 81 s
+      # unloaded on the oneTBB one), so the embedded configuration costs the aarch64 stage about
+      # 12 s, against a second full build (~350 s unloaded) or a second suite run.
+      build aarch64 build-aarch64 shared
+      build aarch64 build-aarch64-embedded static
       fallback="f16 f32-fma, bf16 f32-fma" native="f16 neon-fp16, bf16 neon-bf16"
-      run_suite aarch64-NEON build-aarch64 qemu-aarch64 cortex-a72 NEON "$fallback"
+      run_suite aarch64-NEON build-aarch64-embedded qemu-aarch64 cortex-a72 NEON "$fallback"
       run_suite aarch64-SVE2_128 build-aarch64 qemu-aarch64 max,sve-default-vector-length=16 \
         SVE2_128 "$native" -E '/NEON  # GetParam'
       # Instances of target-parameterised tests end in "/<target>  # GetParam() = <bits>".
       run_suite aarch64-SVE2 build-aarch64 qemu-aarch64 max SVE2 "$native" \
-        -R "^[^#]*\$|/($long_vector_tests)/SVE2  # GetParam"
+        -R "^[^#]*\$|/($long_vector_tests)/SVE2  # GetParam" -E '^install_consumers$'
       # SVE_256 (Neoverse V1, a server core) only on request: with its long vectors the whole
       # suite takes about as long as it would on SVE2 at 512 bits.
       if [[ -n ${STREAMATTN_TEST_SVE_256:-} ]]; then
@@ -151,10 +222,17 @@ for arch in "${arches[@]}"; do
       fi
       ;;
     armhf)
+      # 32-bit boards are the embedded target par excellence: armhf builds the static,
+      # oneTBB-free configuration only, in place of the shared oneTBB one: the kernels are the
+      # same code, and oneTBB on Arm is tested by aarch64's SVE runs. Its whole suite on the
+      # static build took as long as on the shared one (244 tests in 260 s under load 7-11;
+      # 243 in 126 s unloaded before), and the build skips the tool and benchmarks (fresh,
+      # 386 s under the same load; the shared build took 79 s unloaded).
       # NEON would be right on a Cortex-A15, but Debian's armhf Highway reports only SCALAR
       # (toolchains/arm-linux-gnueabihf.cmake says why); accept either so a fixed libhwy passes.
-      build armhf build-armhf
-      run_suite armhf build-armhf qemu-arm cortex-a15 'NEON|SCALAR' "f16 f32-fma, bf16 f32-fma"
+      build armhf build-armhf-embedded static
+      run_suite armhf build-armhf-embedded qemu-arm cortex-a15 'NEON|SCALAR' \
+        "f16 f32-fma, bf16 f32-fma"
       ;;
   esac
 done

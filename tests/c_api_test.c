@@ -44,6 +44,9 @@ int main(void) {
   CHECK(info.backend == SATTN_BACKEND_CPU);
   printf("backend cpu, %d threads, SIMD %s (compiled: %s)\n", info.num_threads, info.simd_target,
          info.compiled_targets);
+  /* `streamattn info`'s line: scripts/test-arm.sh reads it where the tool is not built. */
+  printf("cpu prefill tile kernel: f32 %s, f16 %s, bf16 %s\n", info.f32_kernel, info.f16_kernel,
+         info.bf16_kernel);
 
   o_parts[0] = sattn_tensor_contiguous(o_a, SATTN_DTYPE_F32, 4, o_shape);
   o_parts[1] = sattn_tensor_contiguous(o_b, SATTN_DTYPE_F32, 4, o_shape);
