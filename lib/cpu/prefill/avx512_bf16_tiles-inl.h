@@ -61,18 +61,30 @@ SATTN_ATTR_AVX512_BF16 HWY_NOINLINE void Bf16ScoreBlock(const uint16_t* HWY_REST
 #pragma GCC unroll 4
     for (size_t v = 0; v < NV; ++v) acc[m][v] = _mm512_setzero_ps();
   }
-  for (size_t j = 0; j < pairs; ++j) {
-    __m512bh qv[NV];
-#pragma GCC unroll 4
-    for (size_t v = 0; v < NV; ++v) {
-      qv[v] = reinterpret_cast<__m512bh>(_mm512_loadu_si512(q + j * ldq + 16 * v));
-    }
+  for (size_t j0 = 0; j0 < pairs; j0 += 16) {
+    // The next block's keys, a line (16 pairs) of each at a time: where K is read in place from
+    // the cache (MLA) those lines come from memory, and asking a block ahead lets them arrive
+    // while these products run. A prefetch never faults, so past the tile costs nothing wrong.
+    const uintptr_t ahead = reinterpret_cast<uintptr_t>(k + kKeys * ldk + 2 * j0);
 #pragma GCC unroll 8
     for (size_t m = 0; m < kKeys; ++m) {
-      const __m512bh kp =
-          reinterpret_cast<__m512bh>(_mm512_broadcastd_epi32(_mm_loadu_si32(k + m * ldk + 2 * j)));
+      _mm_prefetch(reinterpret_cast<const char*>(ahead + m * ldk * sizeof(uint16_t)),
+                   _MM_HINT_T0);
+    }
+    const size_t j_end = j0 + 16 < pairs ? j0 + 16 : pairs;
+    for (size_t j = j0; j < j_end; ++j) {
+      __m512bh qv[NV];
 #pragma GCC unroll 4
-      for (size_t v = 0; v < NV; ++v) acc[m][v] = _mm512_dpbf16_ps(acc[m][v], qv[v], kp);
+      for (size_t v = 0; v < NV; ++v) {
+        qv[v] = reinterpret_cast<__m512bh>(_mm512_loadu_si512(q + j * ldq + 16 * v));
+      }
+#pragma GCC unroll 8
+      for (size_t m = 0; m < kKeys; ++m) {
+        const __m512bh kp = reinterpret_cast<__m512bh>(
+            _mm512_broadcastd_epi32(_mm_loadu_si32(k + m * ldk + 2 * j)));
+#pragma GCC unroll 4
+        for (size_t v = 0; v < NV; ++v) acc[m][v] = _mm512_dpbf16_ps(acc[m][v], qv[v], kp);
+      }
     }
   }
   const __m512 s = _mm512_set1_ps(scale);
