@@ -11,7 +11,9 @@
 // Cost per key and head: head_dim / 2 instructions per vector of rows for each product, half
 // the f32 FMA kernel's, on f32 accumulators in the same register blocks (8 keys x 3 vectors
 // of rows for the scores, 6 rows x 4 vectors of head_dim for the P.V); plus, per tile, one
-// pass over V to repack it and one over P to round and pair it.
+// pass over V to repack it and one over P to round and pair it. Memory: those passes would meet
+// each tile's lines cold (MLA at 16 heads reads 30 flops' worth of cache per byte, and the
+// repacking runs first), so the score block asks for the next tile's lines while it multiplies.
 // Error: Q.K^T as exact as the f32 kernel's (bf16 products are exact in f32; only the order
 // of the sums differs); P rounded to bf16 (relative error at most 2^-8 per weight) adds about
 // 1e-3 of the output's scale (docs/performance.md). kF32PV keeps P in f32 for the P.V (V
