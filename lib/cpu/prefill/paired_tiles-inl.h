@@ -29,7 +29,6 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
-#include <cstring>
 
 #include "core/attention_args.h"
 #include "core/dtype.h"
@@ -119,13 +118,6 @@ struct PairedScores {
     }
   }
 
-  // Where the score blocks find the tile's keys when they read the cache in place: key k0's
-  // row of the item's first kv head, keys ldk elements apart, heads head_step apart.
-  struct KeysInPlace {
-    const uint16_t* k;
-    size_t ldk, head_step;
-  };
-
   // Whether the tile's K rows are read where they lie rather than copied: MLA's cache (V inside
   // K, so the lines the scores load are the ones the V repacking reads next), dense rows of
   // stride 1 already as long as dim_pad, and whole blocks of keys (no zero rows to add). Why:
@@ -138,35 +130,28 @@ struct PairedScores {
            tile.nb == tile.nb_pad;
   }
 
-  // The tile's K rows copied as they are (c * heads + h, dim_pad apart), rows past nb zero; or,
-  // read in place (ReadsKeysInPlace), where they are, recorded in the K tile's first bytes.
+  // The tile's K rows copied as they are (c * heads + h, dim_pad apart), rows past nb zero;
+  // nothing where ScorePanel reads them in place (ReadsKeysInPlace).
   static void LoadKeys(const AttentionArgs& a, const AttentionPlan& plan, const WorkItem& item,
                        const TileKeys& tile, const AttentionScratch& s) {
-    if (ReadsKeysInPlace(a, plan, tile)) {
-      const KeysInPlace in_place{
-          static_cast<const uint16_t*>(a.KeyRow(a.k, item.b, tile.k0, item.hkv_begin)),
-          static_cast<size_t>(a.k.stride(1)), static_cast<size_t>(a.k.stride(2))};
-      std::memcpy(s.k_tile, &in_place, sizeof(in_place));
-      return;
-    }
+    if (ReadsKeysInPlace(a, plan, tile)) return;
     CopyTileRows(a, a.k, plan, item, tile, plan.dim, plan.dim_pad, SlotAs<uint16_t>(s.k_tile));
   }
 
   // Raw products of panel p of the item's h-th kv head against the tile, scaled to base-2
   // scores: S^T[key][row] in s.scores (rows_pad apart), keys to tile.nb_pad; the panel's rows
   // in blocks of up to kScoreVectors vectors.
-  static void ScorePanel(const AttentionArgs& a, const AttentionPlan& plan, size_t p, int64_t h,
-                         const TileKeys& tile, const AttentionScratch& s, const HeadScratch& head) {
+  static void ScorePanel(const AttentionArgs& a, const AttentionPlan& plan, const WorkItem& item,
+                         size_t p, int64_t h, const TileKeys& tile, const AttentionScratch& s,
+                         const HeadScratch& head) {
     static_assert(Blocks::kKeys == kMrS, "a score block covers a step of the tile's keys");
     constexpr size_t kBlockRows = Blocks::kScoreVectors * Blocks::kRows;
     const size_t R = plan.rows_pad, pairs = plan.dim_pad / 2;
     size_t ldk = static_cast<size_t>(plan.heads) * plan.dim_pad;
     const uint16_t* k = SlotAs<uint16_t>(s.k_tile) + static_cast<size_t>(h) * plan.dim_pad;
     if (ReadsKeysInPlace(a, plan, tile)) {
-      KeysInPlace in_place;
-      std::memcpy(&in_place, s.k_tile, sizeof(in_place));
-      ldk = in_place.ldk;
-      k = in_place.k + static_cast<size_t>(h) * in_place.head_step;
+      k = static_cast<const uint16_t*>(a.KeyRow(a.k, item.b, tile.k0, item.hkv_begin + h));
+      ldk = static_cast<size_t>(a.k.stride(1));
     }
     const uint32_t* q = SlotAs<uint32_t>(head.q) + p * pairs * plan.panel_rows;
     const float scale = QueryScale(a);
