@@ -99,8 +99,11 @@ TEST_P(MlaTest, QuantizedCaches) {
 // the K tile gives the bytes V converted on its own gives (the same values, the same sums).
 TEST_P(MlaTest, SameBytesForAnyThreadCountAndVInsideKOrBeside) {
   for (sattn_dtype dtype : {SATTN_DTYPE_BF16, SATTN_DTYPE_F32}) {
-    for (int64_t heads_q : {128, 4}) {
+    for (int64_t heads_q : {128, 16, 4}) {
       AttentionCase c = Mla(1, Small() ? 1100 : 2100, heads_q, dtype, true);
+      // Two sequences at 16 heads: the bf16 scores read K in place (ReadsKeysInPlace) from the
+      // second sequence's rows too; V beside K takes the copied tiles, which must agree.
+      if (heads_q == 16) c.batch = 2;
       const std::vector<uint8_t> one = OutputBytes(c, 1);
       EXPECT_EQ(OutputBytes(c, 2), one) << c.Describe();
       c.v_in_k = false, c.v_copies_k = true;

@@ -66,9 +66,9 @@ struct F32FmaTiles {
   // base-2 scores, as the queries are): S^T[key][row] in s.scores (rows_pad apart), keys to
   // tile.nb_pad.
   template <class D>
-  static void ScorePanel(D d, const AttentionArgs& /* a */, const AttentionPlan& plan, size_t p,
-                         int64_t h, const TileKeys& tile, const AttentionScratch& s,
-                         const HeadScratch& head) {
+  static void ScorePanel(D d, const AttentionArgs& /* a */, const AttentionPlan& plan,
+                         const WorkItem& /* item */, size_t p, int64_t h, const TileKeys& tile,
+                         const AttentionScratch& s, const HeadScratch& head) {
     const size_t R = plan.rows_pad, ldk = static_cast<size_t>(plan.heads) * plan.dim_pad;
     const DenseRows keys{s.k_tile + static_cast<size_t>(h) * plan.dim_pad, ldk};
     const DenseRows qt_panel{head.q + p * plan.dim * plan.panel_rows, plan.panel_rows};

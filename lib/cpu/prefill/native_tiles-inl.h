@@ -192,10 +192,10 @@ struct NativeTiles {
   }
 
   template <class D>
-  static void ScorePanel(D /* d */, const AttentionArgs& a, const AttentionPlan& plan, size_t p,
-                         int64_t h, const TileKeys& tile, const AttentionScratch& s,
-                         const HeadScratch& head) {
-    Scores::ScorePanel(a, plan, p, h, tile, s, head);
+  static void ScorePanel(D /* d */, const AttentionArgs& a, const AttentionPlan& plan,
+                         const WorkItem& item, size_t p, int64_t h, const TileKeys& tile,
+                         const AttentionScratch& s, const HeadScratch& head) {
+    Scores::ScorePanel(a, plan, item, p, h, tile, s, head);
   }
 
   // O = alpha O + P V for the item's h-th kv head, P^T in s.scores.

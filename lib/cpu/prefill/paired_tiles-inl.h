@@ -118,22 +118,41 @@ struct PairedScores {
     }
   }
 
-  // The tile's K rows copied as they are (c * heads + h, dim_pad apart), rows past nb zero.
+  // Whether the tile's K rows are read where they lie rather than copied: MLA's cache (V inside
+  // K, so the lines the scores load are the ones the V repacking reads next), dense rows of
+  // stride 1 already as long as dim_pad, and whole blocks of keys (no zero rows to add). Why:
+  // at 16 rows per kv head the copy of 128 rows of 1152 bytes met them cold from memory and
+  // took about as long as the scores (perf, b1 h16/1 c32768); in place, the score blocks'
+  // loads overlap with their products and each block asks for the next one's lines.
+  static bool ReadsKeysInPlace(const AttentionArgs& a, const AttentionPlan& plan,
+                               const TileKeys& tile) {
+    return a.ValuesInsideKeys() && !a.paged && a.k.stride(3) == 1 && plan.dim == plan.dim_pad &&
+           tile.nb == tile.nb_pad;
+  }
+
+  // The tile's K rows copied as they are (c * heads + h, dim_pad apart), rows past nb zero;
+  // nothing where ScorePanel reads them in place (ReadsKeysInPlace).
   static void LoadKeys(const AttentionArgs& a, const AttentionPlan& plan, const WorkItem& item,
                        const TileKeys& tile, const AttentionScratch& s) {
+    if (ReadsKeysInPlace(a, plan, tile)) return;
     CopyTileRows(a, a.k, plan, item, tile, plan.dim, plan.dim_pad, SlotAs<uint16_t>(s.k_tile));
   }
 
   // Raw products of panel p of the item's h-th kv head against the tile, scaled to base-2
   // scores: S^T[key][row] in s.scores (rows_pad apart), keys to tile.nb_pad; the panel's rows
   // in blocks of up to kScoreVectors vectors.
-  static void ScorePanel(const AttentionArgs& a, const AttentionPlan& plan, size_t p, int64_t h,
-                         const TileKeys& tile, const AttentionScratch& s, const HeadScratch& head) {
+  static void ScorePanel(const AttentionArgs& a, const AttentionPlan& plan, const WorkItem& item,
+                         size_t p, int64_t h, const TileKeys& tile, const AttentionScratch& s,
+                         const HeadScratch& head) {
     static_assert(Blocks::kKeys == kMrS, "a score block covers a step of the tile's keys");
     constexpr size_t kBlockRows = Blocks::kScoreVectors * Blocks::kRows;
     const size_t R = plan.rows_pad, pairs = plan.dim_pad / 2;
-    const size_t ldk = static_cast<size_t>(plan.heads) * plan.dim_pad;
+    size_t ldk = static_cast<size_t>(plan.heads) * plan.dim_pad;
     const uint16_t* k = SlotAs<uint16_t>(s.k_tile) + static_cast<size_t>(h) * plan.dim_pad;
+    if (ReadsKeysInPlace(a, plan, tile)) {
+      k = static_cast<const uint16_t*>(a.KeyRow(a.k, item.b, tile.k0, item.hkv_begin + h));
+      ldk = static_cast<size_t>(a.k.stride(1));
+    }
     const uint32_t* q = SlotAs<uint32_t>(head.q) + p * pairs * plan.panel_rows;
     const float scale = QueryScale(a);
     for (size_t c = 0; c < tile.nb_pad; c += kMrS) {

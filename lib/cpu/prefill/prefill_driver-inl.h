@@ -40,7 +40,7 @@ HWY_NOINLINE void AdvanceHeadOverTile(D d, const AttentionArgs& a, const Attenti
   const size_t panels = (item.Rows(a) + plan.panel_rows - 1) / plan.panel_rows;
   for (size_t p = 0; p < panels; ++p) {
     if (!s.panel_active[p]) continue;
-    Tiles::ScorePanel(d, a, plan, p, h, tile, s, head);
+    Tiles::ScorePanel(d, a, plan, item, p, h, tile, s, head);
     FinishPanelScores(d, a, plan, item, item.hkv_begin + h, p, tile, s, head);
   }
   Tiles::AccumulatePV(d, a, plan, h, item, tile, s, head);
