@@ -141,8 +141,9 @@ TEST(OptionVersionsTest, AttentionOptionsV4IsHonouredAndNothingAfterItIsRead) {
 // A size that ends inside one of the fifth version's pointers is not the size of a version.
 TEST(OptionVersionsTest, AttentionOptionsCuttingCuSeqlensAreRejected) {
   AttentionProblem problem;
-  for (size_t size : {offsetof(sattn_attention_options, cu_seqlens_q) + 4,
-                      offsetof(sattn_attention_options, cu_seqlens_k) + 4}) {
+  // Half a pointer in: on a 32-bit target + 4 would be the field's end, a valid size.
+  for (size_t size : {offsetof(sattn_attention_options, cu_seqlens_q) + sizeof(void*) / 2,
+                      offsetof(sattn_attention_options, cu_seqlens_k) + sizeof(void*) / 2}) {
     InLargerBuffer<sattn_attention_options> older;
     OlderCaller(CausalScaled(), size, &older);
     std::vector<uint8_t> out;
