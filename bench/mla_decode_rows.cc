@@ -32,8 +32,9 @@ struct MlaShape {
   int64_t batch, heads_q, cache;
   std::string Name() const {
     char buffer[96];
-    std::snprintf(buffer, sizeof(buffer), "mla b%" PRId64 " h%" PRId64 "/1 d576/512 c%" PRId64
-                  " bf16", batch, heads_q, cache);
+    std::snprintf(buffer, sizeof(buffer),
+                  "mla b%" PRId64 " h%" PRId64 "/1 d576/512 c%" PRId64 " bf16", batch, heads_q,
+                  cache);
     return buffer;
   }
   double Flops() const {

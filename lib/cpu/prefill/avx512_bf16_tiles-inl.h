@@ -69,12 +69,11 @@ SATTN_ATTR_AVX512_BF16 HWY_NOINLINE void Bf16ScoreBlock(const uint16_t* HWY_REST
     // scores would meet those lines cold from memory (perf: the repacking's loads took 3/4 of
     // its time), and asking a tile ahead, paced by the products, lets them arrive meanwhile.
     // A prefetch never faults, so an address past the cache or the tile costs nothing wrong.
-    const uintptr_t ahead = reinterpret_cast<uintptr_t>(k) +
-                            (kKeysPerTile * ldk + 2 * j0) * sizeof(uint16_t);
+    const uintptr_t ahead =
+        reinterpret_cast<uintptr_t>(k) + (kKeysPerTile * ldk + 2 * j0) * sizeof(uint16_t);
 #pragma GCC unroll 8
     for (size_t m = 0; m < kKeys; ++m) {
-      _mm_prefetch(reinterpret_cast<const char*>(ahead + m * ldk * sizeof(uint16_t)),
-                   _MM_HINT_T1);
+      _mm_prefetch(reinterpret_cast<const char*>(ahead + m * ldk * sizeof(uint16_t)), _MM_HINT_T1);
     }
     const size_t j_end = j0 + 16 < pairs ? j0 + 16 : pairs;
     for (size_t j = j0; j < j_end; ++j) {
