@@ -51,13 +51,12 @@ struct WorkSplit {
   int64_t items;
   int64_t chunks = 1;  // per work item
   int64_t chunk_keys = 0;
-  const int64_t* order = nullptr;  // packed: blocks pairs (b, pos0), heaviest first
+  const PackedBlock* order = nullptr;  // packed: the blocks, heaviest first
 
   // Work item `index` (over all keys; chunks are cut from it).
   WorkItem Item(const AttentionArgs& a, const AttentionPlan& plan, int64_t index) const {
     if (order != nullptr) {
-      const int64_t* pair = order + 2 * (index / head_groups);
-      const int64_t b = pair[0], pos0 = pair[1];
+      const int64_t b = order[index / head_groups].b, pos0 = order[index / head_groups].pos0;
       return WorkItem{b,      index % head_groups * plan.heads,
                       pos0,   std::min(a.SeqQ(b), pos0 + plan.positions),
                       0,      a.seq_k,
@@ -90,38 +89,26 @@ int64_t BlockCost(const AttentionArgs& a, int64_t b, int64_t pos0, int64_t pos1)
 
 // Fills *order with every packed sequence's position blocks, heaviest first (ties in sequence
 // and position order: the order depends on the problem only, though no output depends on it).
-void OrderPackedBlocks(const AttentionArgs& a, const AttentionPlan& plan, Vector<int64_t>* order) {
+void OrderPackedBlocks(const AttentionArgs& a, const AttentionPlan& plan,
+                       Vector<PackedBlock>* order) {
   int64_t blocks = 0;
   for (int64_t b = 0; b < a.batch; ++b) blocks += (a.SeqQ(b) + plan.positions - 1) / plan.positions;
-  order->resize(static_cast<size_t>(3 * blocks));  // (cost, b, pos0) per block, then (b, pos0)
-  int64_t* cost = order->data();
-  int64_t n = 0;
+  order->clear();
+  order->reserve(static_cast<size_t>(blocks));  // one allocation, kept across calls
   for (int64_t b = 0; b < a.batch; ++b) {
-    for (int64_t pos0 = 0; pos0 < a.SeqQ(b); pos0 += plan.positions, ++n) {
-      cost[3 * n] = BlockCost(a, b, pos0, std::min(a.SeqQ(b), pos0 + plan.positions));
-      cost[3 * n + 1] = b;
-      cost[3 * n + 2] = pos0;
+    for (int64_t pos0 = 0; pos0 < a.SeqQ(b); pos0 += plan.positions) {
+      order->push_back(
+          PackedBlock{BlockCost(a, b, pos0, std::min(a.SeqQ(b), pos0 + plan.positions)), b, pos0});
     }
   }
-  // std::sort allocates nothing (stable_sort would, outside the context's allocator); ties
-  // fall to sequence and position order, so the order is the problem's alone.
-  struct Triple {
-    int64_t cost, b, pos0;
-  };
-  Triple* t = reinterpret_cast<Triple*>(cost);
-  std::sort(t, t + n, [](const Triple& x, const Triple& y) {
+  // std::sort allocates nothing (stable_sort would, outside the context's allocator).
+  std::sort(order->begin(), order->end(), [](const PackedBlock& x, const PackedBlock& y) {
     if (x.cost != y.cost) return x.cost > y.cost;
     return x.b != y.b ? x.b < y.b : x.pos0 < y.pos0;
   });
-  int64_t* pairs = order->data();
-  for (int64_t i = 0; i < n; ++i) {
-    const Triple x = t[i];  // pairs[2i..2i+1] never overtakes triple i (2i < 3i + 1)
-    pairs[2 * i] = x.b;
-    pairs[2 * i + 1] = x.pos0;
-  }
 }
 
-WorkSplit SplitWork(const AttentionArgs& a, const AttentionPlan& plan, Vector<int64_t>* order) {
+WorkSplit SplitWork(const AttentionArgs& a, const AttentionPlan& plan, Vector<PackedBlock>* order) {
   WorkSplit w;
   w.head_groups = a.heads_kv / plan.heads;
   if (a.q_offsets.empty()) {
@@ -129,7 +116,7 @@ WorkSplit SplitWork(const AttentionArgs& a, const AttentionPlan& plan, Vector<in
     w.items = a.batch * w.head_groups * w.blocks;
   } else {
     OrderPackedBlocks(a, plan, order);
-    w.blocks = static_cast<int64_t>(order->size()) / 3;
+    w.blocks = static_cast<int64_t>(order->size());
     w.order = order->data();
     w.items = w.blocks * w.head_groups;
   }
@@ -148,7 +135,7 @@ WorkSplit SplitWork(const AttentionArgs& a, const AttentionPlan& plan, Vector<in
 // run_item(item, scratch) on the pool's workers.
 template <class D, class RunItem>
 Status RunWorkItems(D d, const AttentionArgs& a, const AttentionPlan& plan, ThreadPool* pool,
-                    WorkerScratch* scratch, Vector<float>* partials, Vector<int64_t>* order,
+                    WorkerScratch* scratch, Vector<float>* partials, Vector<PackedBlock>* order,
                     const RunItem& run_item) {
   const AttentionScratchLayout layout = MakeAttentionScratchLayout(plan);
   SATTN_RETURN_IF_ERROR(scratch->Reserve(pool->NumWorkers(), layout.bytes));
@@ -177,7 +164,7 @@ Status RunWorkItems(D d, const AttentionArgs& a, const AttentionPlan& plan, Thre
 // The driver runs as the plan's path says (ChooseAttentionPath); prefill with the tile kernel
 // chosen for this call (WithPrefillTiles) under the context's cpu_kernel.
 Status RunAttention(const AttentionArgs& a, int32_t cpu_kernel, ThreadPool* pool,
-                    WorkerScratch* scratch, Vector<float>* partials, Vector<int64_t>* order) {
+                    WorkerScratch* scratch, Vector<float>* partials, Vector<PackedBlock>* order) {
   const hn::ScalableTag<float> d;
   const AttentionPlan plan = MakeAttentionPlan(d, a);
   if (plan.decode()) {

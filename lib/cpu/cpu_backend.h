@@ -18,6 +18,12 @@
 
 namespace streamattn {
 
+// One block of a packed batch's query positions [pos0, pos0 + plan.positions) of sequence b,
+// with its estimated work (attention.cc, BlockCost), for the work split's order.
+struct PackedBlock {
+  int64_t cost, b, pos0;
+};
+
 class CpuBackend final : public Backend {
  public:
   // pool and scratch are owned by the context and outlive the backend; alloc is the
@@ -45,9 +51,9 @@ class CpuBackend final : public Backend {
   ThreadPool* pool_;
   WorkerScratch* scratch_;
   Allocator alloc_;
-  int32_t cpu_kernel_;            // sattn_cpu_kernel: which prefill tile kernels may run
-  Vector<float> split_partials_;  // split-KV partial states, reused across calls
-  Vector<int64_t> work_order_;    // packed batches' position blocks, heaviest first
+  int32_t cpu_kernel_;              // sattn_cpu_kernel: which prefill tile kernels may run
+  Vector<float> split_partials_;    // split-KV partial states, reused across calls
+  Vector<PackedBlock> work_order_;  // packed batches' position blocks, heaviest first
 };
 
 // Splits `items` independent items of `cost_per_item` work units (about a multiply-add each)
