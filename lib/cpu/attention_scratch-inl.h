@@ -84,7 +84,9 @@ struct AttentionScratchLayout {
   ScratchSlot<float> alpha;
   // Per row, relative to the tile (TileScoring): first and last visible key, the diagonal.
   ScratchSlot<float> lo_rel, hi_rel, diagonal_rel;
-  ScratchSlot<float> row;       // one row of max(dim_pad, dim_v_pad) floats
+  // plan.lanes rows of max(dim_pad, dim_v_pad) floats: one row's conversion, or a vector of
+  // query rows staged to be written into Q^T panels (F32FmaTiles::PackQueries).
+  ScratchSlot<float> row;
   ScratchSlot<int64_t> lo, hi;  // per row: the keys it sees in the work item's chunk
   // Per panel: some row sees the tile; some row hides some of its keys; every row sees all.
   ScratchSlot<uint8_t> panel_active, panel_partial, panel_covered;
@@ -157,7 +159,7 @@ inline AttentionScratchLayout MakeAttentionScratchLayout(const AttentionPlan& pl
   s.lo_rel = arena.Take<float>(R);
   s.hi_rel = arena.Take<float>(R);
   s.diagonal_rel = arena.Take<float>(R);
-  s.row = arena.Take<float>(std::max(plan.dim_pad, plan.dim_v_pad));
+  s.row = arena.Take<float>(plan.lanes * std::max(plan.dim_pad, plan.dim_v_pad));
   s.lo = arena.Take<int64_t>(R);
   s.hi = arena.Take<int64_t>(R);
   const size_t panels = R / plan.panel_rows;

@@ -14,6 +14,7 @@
 #define STREAMATTN_CPU_PREFILL_F32_FMA_TILES_INL_H_
 #endif
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 
@@ -36,20 +37,33 @@ struct F32FmaTiles {
   static constexpr const char* kName = "f32-fma";
   // Kv head hkv's query rows, scaled (QueryScaleOfHead), as Q^T panels: panel p's element i of its
   // panel_rows rows at q + p * dim * panel_rows + i * panel_rows. Padding rows are zero.
+  // A vector of rows at a time: the rows are converted into `stage` (plan.lanes rows of dim_pad),
+  // then each channel's lanes are gathered from it and stored as one vector. Writing a row's
+  // channels straight into the panels stored one float per line (panel_rows floats apart, over
+  // tens of KiB) and stalled on the stores: on a Zen 4 core thirty packed prompts of 64 tokens
+  // (h8/8 d128 f16, causal) ran 9% faster this way.
   template <class D>
   static void PackQueries(D d, const AttentionArgs& a, const AttentionPlan& plan,
                           const WorkItem& item, int64_t hkv, float* HWY_RESTRICT q,
-                          float* HWY_RESTRICT row) {
-    const float scale = QueryScaleOfHead(a, hkv);
-    const size_t rows = item.Rows(a), step = plan.panel_rows;
-    for (size_t r = 0; r < plan.rows_pad; ++r) {
-      float* column = q + (r / step) * plan.dim * step + r % step;
-      if (r >= rows) {
-        for (size_t i = 0; i < plan.dim; ++i) column[i * step] = 0.0f;
-        continue;
+                          float* HWY_RESTRICT stage) {
+    const hn::RebindToSigned<D> di;
+    const size_t N = hn::Lanes(d), rows = item.Rows(a), step = plan.panel_rows;
+    const auto scale = hn::Set(d, QueryScaleOfHead(a, hkv));
+    const auto lane_rows =
+        hn::Mul(hn::Iota(di, 0), hn::Set(di, static_cast<int32_t>(plan.dim_pad)));
+    for (size_t r0 = 0; r0 < plan.rows_pad; r0 += N) {  // panel_rows is a multiple of N
+      for (size_t j = 0; j < N; ++j) {
+        float* staged = stage + j * plan.dim_pad;
+        if (r0 + j < rows) {
+          LoadQueryRow(d, a, plan, item, hkv, r0 + j, staged);
+        } else {
+          std::fill(staged, staged + plan.dim, 0.0f);
+        }
       }
-      LoadQueryRow(d, a, plan, item, hkv, r, row);
-      for (size_t i = 0; i < plan.dim; ++i) column[i * step] = row[i] * scale;
+      float* column = q + (r0 / step) * plan.dim * step + r0 % step;
+      for (size_t i = 0; i < plan.dim; ++i) {
+        hn::StoreU(hn::Mul(hn::GatherIndex(d, stage + i, lane_rows), scale), d, column + i * step);
+      }
     }
   }
 
