@@ -7,7 +7,9 @@
 //    (padded_vs_packed).
 // A second row puts one long prompt beside thirty short ones and compares the packed call with
 // the long prompt alone: the short ones should add their share of the work and no more
-// (packed_vs_long, beside work_ratio, the ratio of the query-key pairs computed). Every pair of
+// (packed_vs_long, beside work_ratio, the ratio of the query-key pairs computed, and
+// separate_calls_vs_long, the time of the long prompt's call and the short ones' call over the
+// long one's: what a packed call that balances its threads perfectly pays). Every pair of
 // timings is alternated within the run (timing.h), ratios are medians of the pairs'.
 #include <algorithm>
 #include <cinttypes>
@@ -206,15 +208,26 @@ std::vector<Row> PackedPrefillRows(sattn_context* ctx, int threads, const BenchO
     const Alternated vs_long = Alternate(
         repeats, [&] { packed.Packed(ctx); }, [&] { packed.Own(ctx, 0); });
     const double work_ratio = packed.Pairs(0, lengths.size()) / packed.Pairs(0, 1);
+    // The thirty short prompts in a call of their own, against the long one alone: the time
+    // ratio the packed call would have if it only added their own cost (a 64-token prompt costs
+    // more per query-key pair than the long one: a causal 64-key tile computes all its scores,
+    // and each block packs its queries and finishes its rows from memory).
+    PackedPrompts shorts(std::vector<int64_t>(30, 64));
+    const Alternated shorts_vs_long = Alternate(
+        repeats, [&] { shorts.Packed(ctx); }, [&] { packed.Own(ctx, 0); });
+    const double separate_ratio = 1.0 + shorts_vs_long.ratio;
     Row row = BaseRow(skew_name, 31, PackedPrompts::Total(lengths), threads);
     row.Set("median_ms", vs_long.a_ms)
         .Set("long_alone_median_ms", vs_long.b_ms)
         .Set("packed_vs_long", vs_long.ratio)
-        .Set("work_ratio", work_ratio);
+        .Set("work_ratio", work_ratio)
+        .Set("shorts_alone_median_ms", shorts_vs_long.a_ms)
+        .Set("separate_calls_vs_long", separate_ratio);
     std::fprintf(stderr,
                  "prefill %s: %.1f ms packed, %.1f ms the long prompt alone (packed/long %.3f; "
-                 "work ratio %.3f)\n",
-                 skew_name.c_str(), vs_long.a_ms, vs_long.b_ms, vs_long.ratio, work_ratio);
+                 "work ratio %.3f; the short ones alone %.1f ms, so two calls %.3f)\n",
+                 skew_name.c_str(), vs_long.a_ms, vs_long.b_ms, vs_long.ratio, work_ratio,
+                 shorts_vs_long.a_ms, separate_ratio);
     rows.push_back(row);
   }
   return rows;
