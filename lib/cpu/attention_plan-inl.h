@@ -112,7 +112,7 @@ inline bool CacheReadInPlaceAsOneElement(const AttentionArgs& a, size_t lanes) {
          v.group >= vector;
 }
 
-// A work item covers `heads` kv heads: one for prefill (its 192 rows reuse each K/V tile
+// A work item covers `heads` kv heads: one for prefill (its 384 rows reuse each K/V tile
 // enough), all of them when every query of a sequence fits one item of few rows (decoding:
 // up to 64 rows, all of seq_q), so a tile's keys are read for every head at once, sequentially
 // through the cache, instead of one head's rows at a stride the hardware prefetchers do not
