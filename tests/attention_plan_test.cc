@@ -93,7 +93,7 @@ void TestTileShapesFitTheWork() {
     EXPECT_GE(c.panel_vectors, 1u);
     EXPECT_LE(c.panel_vectors, kNvS);
   });
-  // The prefill's items of 192 rows keep the widest panels.
+  // The prefill's items of 384 rows keep the widest panels.
   EXPECT_EQ(MakeAttentionPlan(d, ArgsOf(4096, 32, 8, 128, DType::kF16)).panel_vectors, kNvS);
   for (DType kv : {DType::kF16, DType::kBF16, DType::kF32}) {
     for (int64_t dim : {64, 128, 256}) {
@@ -231,7 +231,7 @@ void TestMlaShapes() {
       EXPECT_FALSE(MakeAttentionPlan(d, a).values_in_key_tile);
     }
   }
-  // Prefill of 192 rows per work item at the widest rows.
+  // Prefill of 384 rows per work item at the widest rows.
   AttentionArgs a = ArgsOf(4096, 128, 1, 576, DType::kBF16);
   a.head_dim_v = 512, a.v = a.k, a.v.shape[3] = 512;
   CheckLayout(MakeAttentionPlan(d, a));

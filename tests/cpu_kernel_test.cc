@@ -95,12 +95,12 @@ const char* KernelOf(const sattn_context_info& info, sattn_dtype dtype) {
                                     : info.f32_kernel;
 }
 
-// Two work items per head (192 rows, then a tail), an odd last tile of keys; emulated targets
+// Two work items per head (384 rows, then a tail), an odd last tile of keys; emulated targets
 // (STREAMATTN_TEST_SMALL) keep both with one sequence and fewer keys.
 AttentionCase Prefill(sattn_dtype dtype) {
   const bool small = std::getenv("STREAMATTN_TEST_SMALL") != nullptr;
   AttentionCase c;
-  c.batch = small ? 1 : 2, c.seq_q = small ? 100 : 150, c.seq_k = small ? 151 : 231;
+  c.batch = small ? 1 : 2, c.seq_q = small ? 200 : 250, c.seq_k = small ? 251 : 331;
   c.heads_q = 4, c.heads_kv = 2, c.head_dim = 64;
   c.q_dtype = c.kv_dtype = dtype;
   return c;

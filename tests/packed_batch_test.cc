@@ -211,11 +211,11 @@ void ExpectPackedMatches(const PackedCase& p) {
     // Tiles and split-KV chunks are cut per sequence by the same rules, so where the
     // sequence's own call takes the packed call's plan the bytes are its own call's. The plan
     // is the longest sequence's; a shorter own call has another one when its queries are fewer
-    // than a prefill work item's positions (kTargetRows = 192 rows a kv head,
+    // than a prefill work item's positions (kTargetRows = 384 rows a kv head,
     // attention_plan-inl.h), which then also changes the keys a tile holds.
     const int64_t longest = *std::max_element(p.q_lens.begin(), p.q_lens.end());
     const int64_t positions =
-        std::min<int64_t>(longest, std::max<int64_t>(1, 192 / (c.heads_q / c.heads_kv)));
+        std::min<int64_t>(longest, std::max<int64_t>(1, 384 / (c.heads_q / c.heads_kv)));
     if (c.seq_q < positions) continue;
     EXPECT_EQ(own.out.bytes(), own_out) << "sequence " << b << ": " << c.Describe();
     EXPECT_EQ(own.lse.bytes(), own_lse) << "sequence " << b << ": " << c.Describe();
@@ -224,10 +224,10 @@ void ExpectPackedMatches(const PackedCase& p) {
 
 PackedCase Prefill(Keys keys) {
   PackedCase p;
-  // A sequence longer than a work item's 192 rows and one tile, short ones, an empty query and
+  // A sequence longer than a work item's 384 rows and one tile, short ones, an empty query and
   // an empty cache; every sequence's keys at least its queries (causal needs no more).
-  p.q_lens = {200, 17, 0, 1, 33, 5};
-  p.k_lens = {260, 17, 9, 0, 40, 130};
+  p.q_lens = {400, 17, 0, 1, 33, 5};
+  p.k_lens = {460, 17, 9, 0, 40, 130};
   p.keys = keys;
   AttentionCase& c = p.options;
   c.heads_q = 4, c.heads_kv = 2, c.head_dim = 32;

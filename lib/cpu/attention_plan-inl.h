@@ -54,7 +54,14 @@ constexpr bool kStreamTilesOnTarget = HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2;
 // 18-38% at head_dim 64 in f16. f32 rows of head_dim 128 stay at 16 keys, which measured
 // 5-7% faster than 32.
 constexpr size_t kDecodeHeadTileBytes = 8192;
-constexpr int64_t kTargetRows = 192;  // rows per work item: amortises the K/V conversion
+// Rows per work item: each item converts every K/V tile it sees once, so more rows share each
+// conversion. Prefill's tiles of one kv head are rows a key stride apart (4 KiB for 8 kv heads
+// of head_dim 128 in f32), each on its own page: the conversion ran at the latency of memory
+// and page walks (the tile's memcpy was 15-16% of a single-threaded h8/8 d128 s4096 f32
+// profile on a Zen 4 host with 192 rows; software requests for the next tile's lines stalled
+// as long as the copy did). 384 rows measured 5-8% faster there than 192 (alternated, f32 and
+// causal), their scratch (Q^T, S^T and O, 192 KiB each at head_dim 128) still inside L2.
+constexpr int64_t kTargetRows = 384;
 
 inline size_t RoundUp(size_t x, size_t m) { return (x + m - 1) / m * m; }
 
@@ -105,7 +112,7 @@ inline bool CacheReadInPlaceAsOneElement(const AttentionArgs& a, size_t lanes) {
          v.group >= vector;
 }
 
-// A work item covers `heads` kv heads: one for prefill (its 192 rows reuse each K/V tile
+// A work item covers `heads` kv heads: one for prefill (its 384 rows reuse each K/V tile
 // enough), all of them when every query of a sequence fits one item of few rows (decoding:
 // up to 64 rows, all of seq_q), so a tile's keys are read for every head at once, sequentially
 // through the cache, instead of one head's rows at a stride the hardware prefetchers do not

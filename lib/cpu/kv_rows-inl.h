@@ -1,6 +1,6 @@
 // Where the tile micro-kernels read their rows of K or V from, as f32 vectors:
 //  - DenseRows: a converted tile, dense f32 rows at a fixed stride (prefill: each row is
-//    converted once per work item and then read by ~192 query rows).
+//    converted once per work item and then read by ~384 query rows).
 //  - CacheRows<E>: the caller's K/V rows in place, of a cache element type E (f32, f16, bf16:
 //    cache_element-inl.h), one pointer per key and the conversion done in registers as each vector
 //    is loaded (decode: a row serves only a few query rows, so converting it into a tile first

@@ -1,5 +1,5 @@
 // The prefill driver: one work item of at least a vector of query rows per kv head (prefill and
-// chunked prefill: 192 rows of one kv head; decoding of large GQA groups or a few speculative
+// chunked prefill: 384 rows of one kv head; decoding of large GQA groups or a few speculative
 // tokens: 16 to 64 rows of every kv head), streamed over the key tiles of one chunk.
 //
 // Per tile of keys_per_tile keys that some row sees: the tile kernel (prefill/tile_kernels-inl.h)
