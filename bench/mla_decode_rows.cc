@@ -107,10 +107,10 @@ std::vector<Row> MlaRows(sattn_context* ctx, int threads, const BenchOptions& op
     };
     std::vector<double> times, fractions;
     if (s.Long()) {
-      // One warm-up call, then at most 3 timings, each after the FMA peak of its own minute:
-      // the row's median and its alternated fraction come from the same calls (timed twice
-      // over, the largest row alone would take 10 minutes).
-      call();
+      // At most 3 timings, each after the FMA peak of its own minute: the row's median and its
+      // alternated fraction come from the same calls (timed twice over, the largest row alone
+      // would take 10 minutes). No warm-up call: the first call's setup (the pool's threads,
+      // the scratch) is milliseconds of a call of seconds, and the median drops it anyway.
       for (int pair = 0; pair < std::min(options.repeats, 3); ++pair) {
         const double peak = FmaGflopsOnce(threads);
         times.push_back(TimeCallsMs(1, call));
