@@ -11,8 +11,9 @@
 // 2 * heads_q * (576 + 512) flops per key, 242 flops per byte of bf16 cache at 128 heads and 30
 // at 16 (a chunk of n rows: n times as many): bound by the arithmetic, not by memory, on any
 // CPU. The rows report GFLOP/s as a fraction of the FMA peak measured in the same run
-// (peak_fraction, and alternated with the call, peak_fraction_alternated) and, where the
-// native bf16 tiles run, of the bf16 dot-product peak (bf16_peak_fraction). The cache is not
+// (peak_fraction, and alternated with the call, peak_fraction_alternated) and of the bf16
+// dot-product peak, the native bf16 tiles' ceiling (bf16_peak_fraction, and alternated,
+// bf16_peak_fraction_alternated). The cache is not
 // rotated through copies: at these flops per byte the copy's residence in the LLC changes
 // little (it is still read once a step).
 #include <algorithm>
@@ -80,6 +81,23 @@ std::vector<MlaShape> Shapes(bool quick) {
   return shapes;
 }
 
+// The FMA and bf16 dot-product peaks of one minute (bf16 0: no such instruction), measured
+// beside each timing: on a shared machine a peak measured minutes apart flatters or wrongs a
+// row (the FMA peak alone was seen to swing 2x within a run).
+struct Peaks {
+  double fma, bf16;
+};
+Peaks PeaksOnce(int threads) { return {FmaGflopsOnce(threads), Bf16DotGflopsOnce(threads)}; }
+
+// A row's GFLOP/s of each timing over the peaks measured just before it.
+struct AlternatedFractions {
+  std::vector<double> fma, bf16;
+  void Add(double gflops, const Peaks& peaks) {
+    fma.push_back(gflops / peaks.fma);
+    if (peaks.bf16 > 0) bf16.push_back(gflops / peaks.bf16);
+  }
+};
+
 }  // namespace
 
 std::vector<Row> MlaRows(sattn_context* ctx, int threads, const BenchOptions& options,
@@ -105,25 +123,25 @@ std::vector<Row> MlaRows(sattn_context* ctx, int threads, const BenchOptions& op
       CheckOk(sattn_attention(ctx, &q_view, &k_view, &v_view, &out_view, nullptr, &o),
               "sattn_attention");
     };
-    std::vector<double> times, fractions;
+    std::vector<double> times;
+    AlternatedFractions fractions;
     if (s.Long()) {
-      // At most 3 timings, each after the FMA peak of its own minute: the row's median and its
+      // At most 3 timings, each after the peaks of its own minute: the row's median and its
       // alternated fraction come from the same calls (timed twice over, the largest row alone
       // would take 10 minutes). No warm-up call: the first call's setup (the pool's threads,
       // the scratch) is milliseconds of a call of seconds, and the median drops it anyway.
       for (int pair = 0; pair < std::min(options.repeats, 3); ++pair) {
-        const double peak = FmaGflopsOnce(threads);
+        const Peaks peaks = PeaksOnce(threads);
         times.push_back(TimeCallsMs(1, call));
-        fractions.push_back(s.Flops() / (times.back() * 1e6) / peak);
+        fractions.Add(s.Flops() / (times.back() * 1e6), peaks);
       }
     } else {
       times = TimesMs(options.repeats, call);
-      // The call against the FMA peak of the same minute, timed alternately (the machine is
-      // shared: a peak measured minutes apart flatters or wrongs a row).
+      // The call against the peaks of the same minute, timed alternately (PeaksOnce).
       const int calls = CallsPerTiming(call, 20.0);
       for (int pair = 0; pair < options.repeats; ++pair) {
-        const double peak = FmaGflopsOnce(threads);
-        fractions.push_back(s.Flops() / (TimeCallsMs(calls, call) * 1e6) / peak);
+        const Peaks peaks = PeaksOnce(threads);
+        fractions.Add(s.Flops() / (TimeCallsMs(calls, call) * 1e6), peaks);
       }
     }
     const double ms = Median(times), gflops = s.Flops() / (ms * 1e6);
@@ -147,9 +165,15 @@ std::vector<Row> MlaRows(sattn_context* ctx, int threads, const BenchOptions& op
         .Set("median_ms", ms)
         .Set("flops", s.Flops())
         .Set("gflops", gflops)
-        .Set("peak_fraction_alternated", Median(fractions));
-    std::fprintf(stderr, "%s %s: %.1f GFLOP/s, %.3f of the FMA peak timed alternately (%s)\n", op,
-                 s.Name().c_str(), gflops, Median(fractions), kernel.c_str());
+        .Set("peak_fraction_alternated", Median(fractions.fma));
+    if (!fractions.bf16.empty()) {
+      row.Set("bf16_peak_fraction_alternated", Median(fractions.bf16));
+    }
+    std::fprintf(stderr,
+                 "%s %s: %.1f GFLOP/s; timed alternately, %.3f of the FMA peak and %.3f of the "
+                 "bf16 dot-product peak (0: none) (%s)\n",
+                 op, s.Name().c_str(), gflops, Median(fractions.fma),
+                 fractions.bf16.empty() ? 0.0 : Median(fractions.bf16), kernel.c_str());
     rows.push_back(row);
     gflops_out->push_back(gflops);
   }
