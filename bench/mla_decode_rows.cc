@@ -13,9 +13,8 @@
 // CPU. The rows report GFLOP/s as a fraction of the FMA peak measured in the same run
 // (peak_fraction, and alternated with the call, peak_fraction_alternated) and of the bf16
 // dot-product peak, the native bf16 tiles' ceiling (bf16_peak_fraction, and alternated,
-// bf16_peak_fraction_alternated). The cache is not
-// rotated through copies: at these flops per byte the copy's residence in the LLC changes
-// little (it is still read once a step).
+// bf16_peak_fraction_alternated). The cache is not rotated through copies: at these flops per
+// byte the copy's residence in the LLC changes little (it is still read once a step).
 #include <algorithm>
 #include <cinttypes>
 #include <cstdio>
