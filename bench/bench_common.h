@@ -102,9 +102,10 @@ std::vector<Row> BenchPrefill(const BenchOptions& options);
 // bench prefill's chunked-prefill rows (chunked_prefill_rows.cc): f16 and quantized caches.
 std::vector<Row> ChunkedPrefillRows(sattn_context* ctx, int threads, const BenchOptions& options);
 // bench decode's MLA rows (mla_decode_rows.cc): absorbed multi-head latent attention, a GEMM
-// per step; *gflops gets each row's GFLOP/s, for the peak fractions set after the last row.
-std::vector<Row> MlaDecodeRows(sattn_context* ctx, int threads, const BenchOptions& options,
-                               std::vector<double>* gflops);
+// per decoding step and per chunk of a chunked prefill; *gflops gets each row's GFLOP/s, for
+// the peak fractions set after the last row.
+std::vector<Row> MlaRows(sattn_context* ctx, int threads, const BenchOptions& options,
+                         std::vector<double>* gflops);
 // bench prefill's packed-batch rows (packed_prefill_rows.cc): cu_seqlens against own calls
 // and padding.
 std::vector<Row> PackedPrefillRows(sattn_context* ctx, int threads, const BenchOptions& options);

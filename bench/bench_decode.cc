@@ -2,8 +2,8 @@
 // of K and V bytes read, as a fraction of the read bandwidth the tool measures in the same run
 // (all threads summing a buffer far larger than the last-level cache). Each timed call reads a
 // different copy of the cache, rotating through at least 1 GiB, so the cache is timed coming
-// from memory, not from the LLC. MLA's steps, a GEMM, are rows of their own, in GFLOP/s against
-// the arithmetic peaks (mla_decode_rows.cc).
+// from memory, not from the LLC. MLA's steps and chunks of MLA chunked prefill, GEMMs, are rows
+// of their own, in GFLOP/s against the arithmetic peaks (mla_decode_rows.cc).
 #include <algorithm>
 #include <cinttypes>
 #include <cstdio>
@@ -392,11 +392,11 @@ std::vector<Row> BenchDecode(const BenchOptions& options) {
         return row;
       },
       &measured);
-  // MLA decoding is a GEMM (mla_decode_rows.cc): its rows are set against the arithmetic
-  // peaks, not the bandwidth.
+  // MLA decoding and chunked prefill are GEMMs (mla_decode_rows.cc): their rows are set against
+  // the arithmetic peaks, not the bandwidth.
   const double bf16_before = MeasureBf16DotPeakGflops(threads);
   std::vector<double> mla_gflops;
-  std::vector<Row> mla = MlaDecodeRows(ctx.get(), threads, options, &mla_gflops);
+  std::vector<Row> mla = MlaRows(ctx.get(), threads, options, &mla_gflops);
   const double bandwidth = std::max(bandwidth_before, MeasureReadBandwidthGbps(threads));
   const double fma_gflops = std::max(fma_before, MeasureFmaPeakGflops(threads));
   for (size_t i = 0; i < measured.size(); ++i) {
@@ -411,10 +411,10 @@ std::vector<Row> BenchDecode(const BenchOptions& options) {
           .Set("bf16_peak_fraction", mla_gflops[i] / bf16_peak);
     }
     std::fprintf(stderr,
-                 "decode %s: %.3f of the FMA peak (%.0f GFLOP/s), %.3f of the bf16 dot-product "
+                 "%s %s: %.3f of the FMA peak (%.0f GFLOP/s), %.3f of the bf16 dot-product "
                  "peak (%.0f GFLOP/s; 0: none)\n",
-                 mla[i].Get("name").c_str(), mla_gflops[i] / fma_gflops, fma_gflops,
-                 bf16_peak > 0 ? mla_gflops[i] / bf16_peak : 0.0, bf16_peak);
+                 mla[i].Get("op").c_str(), mla[i].Get("name").c_str(), mla_gflops[i] / fma_gflops,
+                 fma_gflops, bf16_peak > 0 ? mla_gflops[i] / bf16_peak : 0.0, bf16_peak);
     rows.push_back(mla[i]);
   }
   return rows;

@@ -143,22 +143,30 @@ double MeasureFmaPeakGflops(int threads) {
   return best;
 }
 
-double FmaGflopsOnce(int threads, double ms) {
-  const auto fma = HWY_DYNAMIC_DISPATCH(FmaChains);
+namespace {
+
+// `chains` (iterations, sink) -> flops, run once on `threads` threads for about `ms`
+// milliseconds at the rate of a short calibration run on one thread: GFLOP/s.
+double ChainsGflopsOnce(double (*chains)(int64_t, float*), int threads, double ms) {
   std::vector<float> sinks(threads);
-  // Iterations for `ms` at the rate of a short calibration run on one thread.
   constexpr int64_t kProbe = 200000;
   const double probe_start = NowMs();
-  fma(kProbe, &sinks[0]);
+  chains(kProbe, &sinks[0]);
   const double probe_ms = NowMs() - probe_start;
   const int64_t iterations =
       std::max<int64_t>(kProbe, static_cast<int64_t>(kProbe * ms / std::max(probe_ms, 1e-3)));
   std::vector<double> flops(threads);
   const double run_ms =
-      TimeStartedThreads(threads, [&](int t) { flops[t] = fma(iterations, &sinks[t]); });
+      TimeStartedThreads(threads, [&](int t) { flops[t] = chains(iterations, &sinks[t]); });
   double total = 0.0;
   for (double f : flops) total += f;
   return total / (run_ms * 1e6);
+}
+
+}  // namespace
+
+double FmaGflopsOnce(int threads, double ms) {
+  return ChainsGflopsOnce(HWY_DYNAMIC_DISPATCH(FmaChains), threads, ms);
 }
 
 #if defined(__x86_64__)
@@ -216,6 +224,20 @@ double MeasureBf16DotPeakGflops(int threads) {
   return best;
 #else
   (void)threads;
+  return 0.0;
+#endif
+}
+
+double Bf16DotGflopsOnce(int threads, double ms) {
+#if defined(__x86_64__) || defined(SATTN_BENCH_BFDOT)
+#if defined(__x86_64__)
+  if (!__builtin_cpu_supports("avx512bf16")) return 0.0;
+#else
+  if (!ArmHasBf16()) return 0.0;
+#endif
+  return ChainsGflopsOnce(Bf16DotChains, threads, ms);
+#else
+  (void)threads, (void)ms;
   return 0.0;
 #endif
 }

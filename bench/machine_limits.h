@@ -21,6 +21,10 @@ double FmaGflopsOnce(int threads, double ms = 15.0);
 // without AVX512_BF16 or FEAT_BF16. The ceiling of the native bf16 prefill kernels.
 double MeasureBf16DotPeakGflops(int threads);
 
+// The same dot products run once, for about `ms` milliseconds, as FmaGflopsOnce: the bf16 peak
+// of this minute, to alternate with a kernel's timings (0 without the instruction).
+double Bf16DotGflopsOnce(int threads, double ms = 15.0);
+
 // GB/s of `threads` threads summing disjoint slices of a `bytes`-long buffer.
 double MeasureReadBandwidthGbps(int threads, size_t bytes = size_t{1} << 30);
 

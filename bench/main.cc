@@ -49,7 +49,9 @@ int Usage(FILE* out, int code) {
       "  --threads N        worker threads (default: all cores)\n"
       "  --repeats N        timed runs per case; the median is reported (default 7)\n"
       "  --quick            small shapes and few repeats (a smoke test)\n"
-      "  --filter TEXT      only the cases whose name contains TEXT (e.g. 'd128 s4096')\n");
+      "  --filter TEXT      only the cases whose name contains TEXT (e.g. 'd128 s4096';\n"
+      "                     bench decode --filter mla: MLA decoding steps and, named 'q128',\n"
+      "                     MLA chunked prefill)\n");
   return code;
 }
 
