@@ -231,10 +231,17 @@ void TestMlaShapes() {
       EXPECT_FALSE(MakeAttentionPlan(d, a).values_in_key_tile);
     }
   }
-  // Prefill of 384 rows per work item at the widest rows.
+  // Prefill at the widest rows keeps work items of 192 rows (one position of 128 heads), whose
+  // scratch stays under 2 MiB; heads of 128 channels take 384.
   AttentionArgs a = ArgsOf(4096, 128, 1, 576, DType::kBF16);
   a.head_dim_v = 512, a.v = a.k, a.v.shape[3] = 512;
-  CheckLayout(MakeAttentionPlan(d, a));
+  const AttentionPlan wide = MakeAttentionPlan(d, a);
+  CheckLayout(wide);
+  EXPECT_EQ(wide.positions, 1);
+  EXPECT_LE(MakeAttentionScratchLayout(wide).bytes, size_t{2} << 20);
+  const AttentionPlan narrow = MakeAttentionPlan(d, ArgsOf(4096, 8, 8, 128, DType::kBF16));
+  EXPECT_EQ(narrow.positions, 384);
+  EXPECT_EQ(MakeAttentionPlan(d, ArgsOf(4096, 8, 8, 256, DType::kBF16)).positions, 192);
 }
 
 }  // namespace HWY_NAMESPACE

@@ -61,7 +61,15 @@ constexpr size_t kDecodeHeadTileBytes = 8192;
 // profile on a Zen 4 host with 192 rows; software requests for the next tile's lines stalled
 // as long as the copy did). 384 rows measured 5-8% faster there than 192 (alternated, f32 and
 // causal), their scratch (Q^T, S^T and O, 192 KiB each at head_dim 128) still inside L2.
+// Wider rows keep 192: at head_dim 256, or MLA's 576/512, 384 rows would need 1-2.3 MiB of
+// scratch per thread, beyond most L2s (a 64-token item's work is the same either way).
 constexpr int64_t kTargetRows = 384;
+constexpr int64_t kTargetRowsWide = 192;
+
+// The rows per work item for heads of head_dim + head_dim_v channels.
+inline int64_t TargetRows(int64_t head_dim, int64_t head_dim_v) {
+  return head_dim + head_dim_v <= 256 ? kTargetRows : kTargetRowsWide;
+}
 
 inline size_t RoundUp(size_t x, size_t m) { return (x + m - 1) / m * m; }
 
@@ -154,7 +162,8 @@ template <class D>
 AttentionPlan MakeAttentionPlan(D d, const AttentionArgs& a) {
   AttentionPlan c;
   c.lanes = hn::Lanes(d);
-  c.positions = std::min<int64_t>(a.seq_q, std::max<int64_t>(1, kTargetRows / a.group));
+  c.positions = std::min<int64_t>(
+      a.seq_q, std::max<int64_t>(1, TargetRows(a.head_dim, a.head_dim_v) / a.group));
   const size_t rows = static_cast<size_t>(c.positions * a.group);
   c.path = ChooseAttentionPath(rows, c.lanes);
   // GEMM panels of 3, 2 or 1 vectors, whichever pads the rows least (the widest on a tie):

@@ -2,8 +2,8 @@
 // f32 (ConvertKeyTile), the queries packed as Q^T panels of f32, and both products by GemmTile:
 // S^T = K . Q^T (kMrS keys x up to kNvS vectors of query rows per register block) and
 // O = alpha O + P V (AccumulateTilePV). Cost per key and head: head_dim FMAs per vector of rows
-// for each product, plus one conversion of each K/V element per work item of ~384 rows
-// (kTargetRows, attention_plan-inl.h).
+// for each product, plus one conversion of each K/V element per work item of ~384 rows (192
+// for heads wider than 128 + 128 channels: TargetRows, attention_plan-inl.h).
 //
 // A tile kernel is a struct with these four members (PackQueries, LoadTile, ScorePanel,
 // AccumulatePV) that the prefill driver is instantiated with; prefill/tile_kernels-inl.h

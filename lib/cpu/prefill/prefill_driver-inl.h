@@ -1,6 +1,7 @@
 // The prefill driver: one work item of at least a vector of query rows per kv head (prefill and
-// chunked prefill: 384 rows of one kv head; decoding of large GQA groups or a few speculative
-// tokens: 16 to 64 rows of every kv head), streamed over the key tiles of one chunk.
+// chunked prefill: 384 rows of one kv head, 192 for wide heads; decoding of large GQA groups or a
+// few speculative tokens: 16 to 64 rows of every kv head), streamed over the key tiles of one
+// chunk.
 //
 // Per tile of keys_per_tile keys that some row sees: the tile kernel (prefill/tile_kernels-inl.h)
 // loads the K/V tile once for every head of the item; per head and panel of rows, its scores
