@@ -6,6 +6,9 @@
 #include <tbb/partitioner.h>
 #include <tbb/task_arena.h>
 
+#include <atomic>
+#include <cstdint>
+
 #include "core/thread_pool.h"
 
 // oneTBB hands tasks to its threads, and learns they are done, inside libtbb, which Debian ships
@@ -46,15 +49,24 @@ class TbbPool final : public ThreadPool {
     }
     char started, finished;  // sync addresses for ThreadSanitizer only (see the top)
     STREAMATTN_TSAN_RELEASE(&started);
+    // Tasks are coarse (a query block, a row chunk) and callers list the heaviest first (a long
+    // prompt's last blocks before thirty short prompts'): each worker takes the next task in
+    // index order from one counter, so they run greedily in that order and the last to start
+    // are the lightest. Splitting the range instead (a simple_partitioner's halves) sent the
+    // second thread to the middle of the list. On a 2-core Zen 4 host one 8192-token prompt
+    // beside thirty of 64 ran 1.4-2.2% slower than the long one alone that way (3 runs) and
+    // 0.7-2.5% this way (5 runs, median 0.8%), where the short ones' own call takes 0.5%.
+    std::atomic<int64_t> next{0};
     arena_.execute([&] {
-      // Tasks are coarse (a query block, a row chunk): one per range, so a slow task never
-      // holds others hostage; the simple partitioner does not merge ranges.
       tbb::parallel_for(
-          tbb::blocked_range<int64_t>(0, num_tasks, 1),
-          [&](const tbb::blocked_range<int64_t>& range) {
+          tbb::blocked_range<int>(0, num_threads_, 1),
+          [&](const tbb::blocked_range<int>& /* one worker's share: whatever it takes */) {
             STREAMATTN_TSAN_ACQUIRE(&started);
             const int worker = tbb::this_task_arena::current_thread_index();
-            for (int64_t task = range.begin(); task != range.end(); ++task) body(task, worker);
+            for (int64_t task = next.fetch_add(1, std::memory_order_relaxed); task < num_tasks;
+                 task = next.fetch_add(1, std::memory_order_relaxed)) {
+              body(task, worker);
+            }
             STREAMATTN_TSAN_RELEASE(&finished);
           },
           tbb::simple_partitioner());
