@@ -203,13 +203,20 @@ __attribute__((target("arch=armv8.2-a+bf16"))) double Bf16DotChains(int64_t iter
 }
 #endif
 
+#if defined(__x86_64__) || defined(SATTN_BENCH_BFDOT)
+// Whether this CPU runs Bf16DotChains.
+static bool HostHasBf16Dot() {
+#if defined(__x86_64__)
+  return __builtin_cpu_supports("avx512bf16");
+#else
+  return ArmHasBf16();
+#endif
+}
+#endif
+
 double MeasureBf16DotPeakGflops(int threads) {
 #if defined(__x86_64__) || defined(SATTN_BENCH_BFDOT)
-#if defined(__x86_64__)
-  if (!__builtin_cpu_supports("avx512bf16")) return 0.0;
-#else
-  if (!ArmHasBf16()) return 0.0;
-#endif
+  if (!HostHasBf16Dot()) return 0.0;
   std::vector<float> sinks(threads);
   constexpr int64_t kIterations = 10000000;
   double best = 0.0;
@@ -230,11 +237,7 @@ double MeasureBf16DotPeakGflops(int threads) {
 
 double Bf16DotGflopsOnce(int threads, double ms) {
 #if defined(__x86_64__) || defined(SATTN_BENCH_BFDOT)
-#if defined(__x86_64__)
-  if (!__builtin_cpu_supports("avx512bf16")) return 0.0;
-#else
-  if (!ArmHasBf16()) return 0.0;
-#endif
+  if (!HostHasBf16Dot()) return 0.0;
   return ChainsGflopsOnce(Bf16DotChains, threads, ms);
 #else
   (void)threads, (void)ms;
