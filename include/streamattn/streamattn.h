@@ -173,10 +173,10 @@ typedef enum sattn_cpu_kernel {
  *  - runner is called only on the thread that called into streamattn, inside that call, never
  *    concurrently for one context, and never from inside a task.
  *  - The indices may run in any order, on any threads (the calling one included), at once.
- *    streamattn lists the heaviest first (a long prompt's last query blocks before short
- *    prompts'): a runner that hands them out in increasing order, each thread taking the next
- *    as it finishes one (a shared counter), balances its threads best, as the built-in pool
- *    does.
+ *    streamattn lists heavier tasks before lighter ones (a packed batch's query blocks sorted
+ *    by cost; under a causal mask, each kv head's blocks from the last): a runner that hands
+ *    them out in increasing order, each thread taking the next as it finishes one (a shared
+ *    counter), balances its threads best, as the built-in pool does.
  *  - thread is a slot in [0, num_threads), num_threads being the context's
  *    (sattn_context_info.num_threads): two task calls that run at the same time must pass
  *    different slots; calls one after another may share one. A pool's worker number fits.
