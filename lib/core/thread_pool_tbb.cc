@@ -48,7 +48,6 @@ class TbbPool final : public ThreadPool {
       return Status();
     }
     char started, finished;  // sync addresses for ThreadSanitizer only (see the top)
-    STREAMATTN_TSAN_RELEASE(&started);
     // Tasks are coarse (a query block, a row chunk) and callers list the heaviest first (a long
     // prompt's last blocks before thirty short prompts'): each worker takes the next task in
     // index order from one counter, so they run greedily in that order and the last to start
@@ -56,7 +55,9 @@ class TbbPool final : public ThreadPool {
     // second thread to the middle of the list. On a 2-core Zen 4 host one 8192-token prompt
     // beside thirty of 64 ran 1.4-2.2% slower than the long one alone that way (3 runs) and
     // 0.7-2.5% this way (5 runs, median 0.8%), where the short ones' own call takes 0.5%.
+    // Set before the release below, so that TSan sees the workers' first use after it.
     std::atomic<int64_t> next{0};
+    STREAMATTN_TSAN_RELEASE(&started);
     arena_.execute([&] {
       tbb::parallel_for(
           tbb::blocked_range<int>(0, num_threads_, 1),
