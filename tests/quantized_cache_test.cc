@@ -55,6 +55,22 @@ TEST_P(QuantizedCacheTest, DecodeEveryFormatGroupAndGroupSize) {
   }
 }
 
+// One query row per kv head over I4 reads 32 channels at a time on AVX-512
+// (decode/i4_row_step-inl.h): head dims of 2, 8 and 4 such chunks, groups of 1 and 2 of them,
+// and of a whole row.
+TEST_P(QuantizedCacheTest, I4OneRowPerKvHeadAtEveryHeadDimAndGroup) {
+  ScopedContext ctx;
+  for (int64_t dim : {64, 256, 96}) {
+    for (int64_t group : {32, 64, 0}) {
+      if (group > dim || dim % (group == 0 ? dim : group) != 0) continue;
+      AttentionCase c = Quantized(SATTN_DTYPE_I4, group, 1, Small() ? 300 : 777, 4, 4);
+      c.head_dim = dim;
+      c.scale_dtype = group == 64 ? SATTN_DTYPE_F32 : SATTN_DTYPE_F16;
+      ExpectMatchesOracle(ctx.get(), c);
+    }
+  }
+}
+
 TEST_P(QuantizedCacheTest, ScalesOfEitherDTypeAndAnyGroupSize) {
   ScopedContext ctx;
   for (sattn_dtype format : {SATTN_DTYPE_I8, SATTN_DTYPE_I4}) {

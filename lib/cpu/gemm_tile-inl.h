@@ -82,13 +82,7 @@ constexpr size_t kVectorRegisters =
     (void)ak;                                                               \
     if constexpr (BRows::kPrefetches) {                                     \
       if (b.next_values != nullptr) {                                       \
-        const char* next = b.NextValue(kk);                                 \
-        for (size_t byte = 0; byte < BRows::Bytes(NV * N); byte += 64) {    \
-          RequestIntoL2(next + byte);                                       \
-        }                                                                   \
-        if (const char* tail = UncoveredTail(next, BRows::Bytes(NV * N))) { \
-          RequestIntoL2(tail);                                              \
-        }                                                                   \
+        RequestRowIntoL2(b.NextValue(kk), BRows::Bytes(NV * N));            \
       }                                                                     \
     }                                                                       \
     const V b0 = b.Load(d, bk, 0);                                          \

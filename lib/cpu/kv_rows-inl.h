@@ -63,6 +63,12 @@ HWY_INLINE const char* UncoveredTail(const char* row, size_t bytes) {
              : nullptr;
 }
 
+// Requests every line of `bytes` bytes from `row` on into L2 (UncoveredTail's too).
+HWY_INLINE void RequestRowIntoL2(const char* row, size_t bytes) {
+  for (size_t byte = 0; byte < bytes; byte += 64) RequestIntoL2(row + byte);
+  if (const char* tail = UncoveredTail(row, bytes)) RequestIntoL2(tail);
+}
+
 // E is a cache element type (cache_element-inl.h), E::Stored what the cache holds; `element`
 // reads it. Each row holds at least as many elements as the kernel reads (callers use this
 // only for head dims that are whole vectors).

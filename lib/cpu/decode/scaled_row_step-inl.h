@@ -9,6 +9,7 @@
 // The sums are grouped differently from a converted tile's (q.(int * s) element by element), so
 // the last bits may differ from the same keys taken through ConvertKeyTile; tile boundaries and
 // paths depend on the problem alone, so results stay the same bytes for any thread count.
+// I4 on AVX-512 takes its own split of even and odd channels (decode/i4_row_step-inl.h).
 #if defined(STREAMATTN_CPU_DECODE_SCALED_ROW_STEP_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef STREAMATTN_CPU_DECODE_SCALED_ROW_STEP_INL_H_
 #undef STREAMATTN_CPU_DECODE_SCALED_ROW_STEP_INL_H_
@@ -19,6 +20,7 @@
 #include <cstddef>
 
 #include "cpu/decode/dot_scores-inl.h"
+#include "cpu/decode/i4_row_step-inl.h"
 #include "cpu/kv_rows-inl.h"
 #include "cpu/quantized_element-inl.h"
 #include "hwy/highway.h"
@@ -33,6 +35,13 @@ namespace hn = hwy::HWY_NAMESPACE;
 template <class E, class D>
 HWY_INLINE void ScaledDotRow(D d, const float* HWY_RESTRICT q, const CacheRows<E>& keys, size_t c0,
                              size_t dim, float* HWY_RESTRICT st) {
+#if SATTN_I4_ROW_STEP
+  if constexpr (E::kBits == 4 && sizeof(hn::Vec<D>) == 64) {
+    if (I4RowStepApplies(size_t{1} << keys.element.lookup.log2_group, dim)) {
+      return I4DotRow(d, q, keys, c0, dim, st);
+    }
+  }
+#endif
   using V = hn::Vec<D>;
   using Rows = CacheRows<E>;
   const size_t N = hn::Lanes(d);
@@ -81,6 +90,13 @@ template <size_t NV, class E, class D>
 HWY_INLINE void ScaledPVRow(D d, size_t v, const float* HWY_RESTRICT p, const CacheRows<E>& values,
                             size_t keys, float* HWY_RESTRICT o, const float* HWY_RESTRICT alpha) {
   static_assert(NV >= 1 && NV <= 4, "a block of up to 4 vectors");
+#if SATTN_I4_ROW_STEP
+  if constexpr (E::kBits == 4 && sizeof(hn::Vec<D>) == 64 && NV % 2 == 0) {
+    if (I4RowStepApplies(size_t{1} << values.element.lookup.log2_group, NV * hn::Lanes(d))) {
+      return I4PVRow<NV>(d, v, p, values, keys, o, alpha);
+    }
+  }
+#endif
   using V = hn::Vec<D>;
   using Rows = CacheRows<E>;
   const size_t N = hn::Lanes(d), column = v * N;
@@ -95,11 +111,7 @@ HWY_INLINE void ScaledPVRow(D d, size_t v, const float* HWY_RESTRICT p, const Ca
   V c2 = NV > 2 ? hn::Mul(hn::LoadU(d, out + 2 * N), scale_o) : c0;
   V c3 = NV > 3 ? hn::Mul(hn::LoadU(d, out + 3 * N), scale_o) : c0;
   for (size_t k = 0; k < keys; ++k) {
-    if (rows.next_values != nullptr) {
-      const char* next = rows.NextValue(k);
-      for (size_t byte = 0; byte < Rows::Bytes(NV * N); byte += 64) RequestIntoL2(next + byte);
-      if (const char* tail = UncoveredTail(next, Rows::Bytes(NV * N))) RequestIntoL2(tail);
-    }
+    if (rows.next_values != nullptr) RequestRowIntoL2(rows.NextValue(k), Rows::Bytes(NV * N));
     const auto* HWY_RESTRICT row = rows.Row(k);
     const auto* scale = values.element.ScaleOf(row);
     const V pk = hn::Set(d, p[k]);
