@@ -90,6 +90,8 @@ struct AttentionScratchLayout {
   ScratchSlot<int64_t> lo, hi;  // per row: the keys it sees in the work item's chunk
   // Per panel: some row sees the tile; some row hides some of its keys; every row sees all.
   ScratchSlot<uint8_t> panel_active, panel_partial, panel_covered;
+  // Per panel: the tile's keys, from its first, up to the last that some row sees.
+  ScratchSlot<uint32_t> panel_keys;
   // In-place tiles: K and V row pointers of two tiles and a step beyond (typed when bound).
   ScratchSlot<unsigned char> row_pointers;
   size_t row_pointer_count = 0;
@@ -111,6 +113,7 @@ struct AttentionScratch {
   float *k_tile, *v_tile, *scores, *alpha, *lo_rel, *hi_rel, *diagonal_rel, *row;
   int64_t *lo, *hi;
   uint8_t *panel_active, *panel_partial, *panel_covered;
+  uint32_t* panel_keys;
 
   HeadScratch Head(int64_t h) const {
     unsigned char* block = base + layout->head_block + static_cast<size_t>(h) * layout->head_bytes;
@@ -143,7 +146,8 @@ inline AttentionScratch AttentionScratchLayout::Bind(void* buffer) const {
                           hi.In(b),
                           panel_active.In(b),
                           panel_partial.In(b),
-                          panel_covered.In(b)};
+                          panel_covered.In(b),
+                          panel_keys.In(b)};
 }
 
 inline AttentionScratchLayout MakeAttentionScratchLayout(const AttentionPlan& plan) {
@@ -166,6 +170,7 @@ inline AttentionScratchLayout MakeAttentionScratchLayout(const AttentionPlan& pl
   s.panel_active = arena.Take<uint8_t>(panels);
   s.panel_partial = arena.Take<uint8_t>(panels);
   s.panel_covered = arena.Take<uint8_t>(panels);
+  s.panel_keys = arena.Take<uint32_t>(panels);
   s.row_pointer_count = plan.cache_in_place ? 4 * (kpt + kStreamStepKeys) : 0;
   s.row_pointers = arena.Take<unsigned char>(s.row_pointer_count * sizeof(const void*));
   ScratchArena head;

@@ -111,17 +111,18 @@ HWY_INLINE void AccumulateTilePV(D d, const AttentionArgs& a, const AttentionPla
   for (size_t p = 0; p < panels; ++p) {
     if (!s.panel_active[p]) continue;
     const size_t panel_end = std::min((p + 1) * plan.panel_rows, rows);
+    const size_t keys = std::min<size_t>(tile.nb, s.panel_keys[p]);  // past them P is 0
     for (size_t r = p * plan.panel_rows; r < panel_end; r += kMrP) {
       const size_t block = std::min(kMrP, panel_end - r);
       if constexpr (std::is_same_v<VRows, DenseRows>) {
         if (careful && s.panel_partial[p]) {
-          AccumulatePVSkippingZeros(d, block, dvp, s.scores + r, R, values.base, values.ld, tile.nb,
+          AccumulatePVSkippingZeros(d, block, dvp, s.scores + r, R, values.base, values.ld, keys,
                                     head.o + r * dvp, s.alpha + r);
           continue;
         }
       }
       AccumulatePV(d, block, dvp, s.scores + r, R, r == 0 ? values : values.WithoutPrefetch(),
-                   tile.nb, head.o + r * dvp, s.alpha + r);
+                   keys, head.o + r * dvp, s.alpha + r);
     }
   }
 }

@@ -79,7 +79,8 @@ struct F32FmaTiles {
 
   // Raw products of panel p of the item's h-th kv head against the tile (already scaled to
   // base-2 scores, as the queries are): S^T[key][row] in s.scores (rows_pad apart), keys to
-  // tile.nb_pad.
+  // tile.nb_pad, or to the block holding the last key the panel sees (s.panel_keys): the
+  // softmax selects -inf for every later key, whatever its slot holds.
   template <class D>
   static void ScorePanel(D d, const AttentionArgs& /* a */, const AttentionPlan& plan,
                          const WorkItem& /* item */, size_t p, int64_t h, const TileKeys& tile,
@@ -87,7 +88,8 @@ struct F32FmaTiles {
     const size_t R = plan.rows_pad, ldk = static_cast<size_t>(plan.heads) * plan.dim_pad;
     const DenseRows keys{s.k_tile + static_cast<size_t>(h) * plan.dim_pad, ldk};
     const DenseRows qt_panel{head.q + p * plan.dim * plan.panel_rows, plan.panel_rows};
-    for (size_t c = 0; c < tile.nb_pad; c += kMrS) {
+    const size_t key_end = std::min<size_t>(tile.nb_pad, RoundUp(s.panel_keys[p], kMrS));
+    for (size_t c = 0; c < key_end; c += kMrS) {
       const float* k = keys.Row(c);
       float* out = s.scores + c * R + p * plan.panel_rows;
       switch (plan.panel_vectors) {

@@ -178,7 +178,8 @@ struct F16RowValues {
   static void Accumulate(const AttentionPlan& plan, size_t rows, const TileKeys& tile,
                          const uint16_t* v, size_t ldv, const AttentionScratch& s,
                          const HeadScratch& head) {
-    AccumulateInBlocks<Blocks>(plan, rows, SlotAs<uint16_t>(s.scores), v, ldv, tile.nb, s, head);
+    AccumulateInBlocks<Blocks>(plan, rows, SlotAs<uint16_t>(s.scores), v, ldv, tile.nb,
+                               /*keys_per_step=*/1, s, head);
   }
 };
 

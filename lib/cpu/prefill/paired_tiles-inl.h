@@ -155,7 +155,9 @@ struct PairedScores {
     }
     const uint32_t* q = SlotAs<uint32_t>(head.q) + p * pairs * plan.panel_rows;
     const float scale = QueryScale(a);
-    for (size_t c = 0; c < tile.nb_pad; c += kMrS) {
+    // Keys past the last the panel sees: the softmax selects -inf for them (as F32FmaTiles).
+    const size_t key_end = std::min<size_t>(tile.nb_pad, RoundUp(s.panel_keys[p], kMrS));
+    for (size_t c = 0; c < key_end; c += kMrS) {
       float* out = s.scores + c * R + p * plan.panel_rows;
       for (size_t r = 0; r < plan.panel_rows; r += kBlockRows) {
         WithCount<Blocks::kScoreVectors>((plan.panel_rows - r) / Blocks::kRows, [&](auto nv) {
@@ -203,8 +205,8 @@ struct PairedBf16Values {
   static void Accumulate(const AttentionPlan& plan, size_t rows, const TileKeys& tile,
                          const uint32_t* v, size_t ldv, const AttentionScratch& s,
                          const HeadScratch& head) {
-    AccumulateInBlocks<Blocks>(plan, rows, SlotAs<uint32_t>(s.scores), v, ldv, (tile.nb + 1) / 2, s,
-                               head);
+    AccumulateInBlocks<Blocks>(plan, rows, SlotAs<uint32_t>(s.scores), v, ldv, (tile.nb + 1) / 2,
+                               /*keys_per_step=*/2, s, head);
   }
 };
 
