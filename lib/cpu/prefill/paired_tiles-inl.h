@@ -29,6 +29,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 
 #include "core/attention_args.h"
 #include "core/dtype.h"
@@ -89,6 +90,21 @@ void PairBf16Probabilities(D d, const AttentionPlan& plan, size_t rows, const Ti
   }
 }
 
+// A query row (bf16 or f16, stride 1; nullptr: a padding row) whose pairs are the layout's
+// 32-bit words (QueryHalf(r, parity) == 2r + parity): pair j to out[j * R], the same bits the
+// halves' loop writes, a word at a time (that loop's per-half branches took ~5% of MLA decode
+// at 512 keys); zero past dim.
+inline void CopyQueryPairs(const void* src, size_t dim, size_t pairs, size_t R,
+                           uint32_t* HWY_RESTRICT out) {
+  size_t j = 0;
+  if (src != nullptr) {
+    const auto* bytes = static_cast<const char*>(src);
+    for (; j < dim / 2; ++j) std::memcpy(out + j * R, bytes + 4 * j, 4);
+    if (dim % 2 != 0) out[j++ * R] = Bits16(src, 1, dim - 1);  // the high half zero
+  }
+  for (; j < pairs; ++j) out[j * R] = 0u;
+}
+
 template <class Blocks>
 struct PairedScores {
   static constexpr const char* kName = Blocks::kName;
@@ -111,6 +127,10 @@ struct PairedScores {
           r < rows ? a.QueryRow(item.b, item.Position(a, r), item.QueryHead(a, hkv, r)) : nullptr;
       uint16_t* panel = out + (r / R) * pairs * 2 * R;  // pair j from panel + 2 j R
       const size_t low = Blocks::QueryHalf(r % R, 0), high = Blocks::QueryHalf(r % R, 1);
+      if (low == 2 * (r % R) && high == low + 1 && (src == nullptr || a.q.stride(3) == 1)) {
+        CopyQueryPairs(src, plan.dim, pairs, R, SlotAs<uint32_t>(q) + (panel - out) / 2 + r % R);
+        continue;
+      }
       for (size_t i = 0; i < plan.dim_pad; ++i) {
         panel[2 * (i / 2) * R + (i % 2 == 0 ? low : high)] =
             src != nullptr && i < plan.dim ? Bits16(src, a.q.stride(3), i) : uint16_t{0};
