@@ -139,6 +139,79 @@ SATTN_ATTR_AVX512_BF16 HWY_NOINLINE void Bf16PVBlock(const uint32_t* HWY_RESTRIC
   }
 }
 
+// One key pair's products added to the MR x NV accumulators: vv[x] the pair's 16 columns from
+// column 16x (key 2j in the low halves), P's pair at p[r] for row r.
+template <size_t MR, size_t NV>
+SATTN_ATTR_AVX512_BF16 HWY_INLINE void AddPairProducts(__m512 (&acc)[MR][NV],
+                                                       const __m512bh (&vv)[NV],
+                                                       const uint32_t* HWY_RESTRICT p) {
+#pragma GCC unroll 16
+  for (size_t r = 0; r < MR; ++r) {
+    const __m512bh pr = reinterpret_cast<__m512bh>(_mm512_set1_epi32(static_cast<int>(p[r])));
+#pragma GCC unroll 4
+    for (size_t x = 0; x < NV; ++x) acc[r][x] = _mm512_dpbf16_ps(acc[r][x], vv[x], pr);
+  }
+}
+
+// Bf16PVBlock with V read where it lies rather than repacked: key c's row (bf16) at
+// v + c * ldv, `keys` keys (P's pairs as Bf16PVBlock's, (keys + 1) / 2 of them). Each pair's two
+// rows are interleaved in registers (vinserti64x4, vpermw: 2 shuffles per 16 columns, beside
+// MR vdpbf16ps) into the words the repacking writes: key 2j in the low half, a missing odd key
+// zero; so every output's sums, and their order, are Bf16PVBlock's on the repacked tile.
+// Why: with few rows per kv head (MLA decode: 16) the repacking (64 KiB read and written per
+// 64-key tile) cost ~12% of the tile's products, and one 16-row pass reads V once from L2
+// where 6 + 6 + 4 rows read the repacked tile three times.
+template <size_t MR, size_t NV>
+SATTN_ATTR_AVX512_BF16 HWY_NOINLINE void Bf16InPlacePVBlock(const uint32_t* HWY_RESTRICT p,
+                                                            size_t ldp,
+                                                            const uint16_t* HWY_RESTRICT v,
+                                                            size_t ldv, size_t keys,
+                                                            float* HWY_RESTRICT o, size_t ldo,
+                                                            const float* HWY_RESTRICT alpha) {
+  // Word 2i from the low row's element i, word 2i + 1 from the high row's (elements 16 on).
+  alignas(64) static constexpr uint16_t kInterleave[32] = {
+      0, 16, 1, 17, 2,  18, 3,  19, 4,  20, 5,  21, 6,  22, 7,  23,
+      8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
+  const __m512i interleave = _mm512_load_si512(kInterleave);
+  __m512 acc[MR][NV];
+#pragma GCC unroll 16
+  for (size_t r = 0; r < MR; ++r) {
+    const __m512 a = _mm512_set1_ps(alpha == nullptr ? 1.0f : alpha[r]);
+#pragma GCC unroll 4
+    for (size_t x = 0; x < NV; ++x) {
+      acc[r][x] = _mm512_mul_ps(_mm512_loadu_ps(o + r * ldo + 16 * x), a);
+    }
+  }
+  const size_t pairs = keys / 2;
+  for (size_t j = 0; j < pairs; ++j) {
+    const uint16_t* low = v + 2 * j * ldv;
+    __m512bh vv[NV];
+#pragma GCC unroll 4
+    for (size_t x = 0; x < NV; ++x) {
+      const __m512i both = _mm512_inserti64x4(
+          _mm512_zextsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(low + 16 * x))),
+          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(low + ldv + 16 * x)), 1);
+      vv[x] = reinterpret_cast<__m512bh>(_mm512_permutexvar_epi16(interleave, both));
+    }
+    AddPairProducts<MR, NV>(acc, vv, p + j * ldp);
+  }
+  if (keys % 2 != 0) {
+    const uint16_t* low = v + 2 * pairs * ldv;
+    __m512bh vv[NV];
+#pragma GCC unroll 4
+    for (size_t x = 0; x < NV; ++x) {
+      vv[x] = reinterpret_cast<__m512bh>(_mm512_cvtepu16_epi32(
+          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(low + 16 * x))));
+    }
+    AddPairProducts<MR, NV>(acc, vv, p + pairs * ldp);
+  }
+#pragma GCC unroll 16
+  for (size_t r = 0; r < MR; ++r) {
+#pragma GCC unroll 4
+    for (size_t x = 0; x < NV; ++x) _mm512_storeu_ps(o + r * ldo + 16 * x, acc[r][x]);
+  }
+}
+
 #undef SATTN_ATTR_AVX512_BF16
 
 // Whether this CPU has vdpbf16ps (the AVX3 target already has the OS's AVX-512 state).
@@ -158,6 +231,11 @@ struct Avx512Bf16Blocks {
   static constexpr auto ScoreBlock = &Bf16ScoreBlock<NV>;
   template <size_t MR, size_t NV>
   static constexpr auto PVBlock = &Bf16PVBlock<MR, NV>;
+  // The P.V that reads V in place (PairedBf16Values::ReadsValuesInPlace) for kv heads of at
+  // most kInPlaceRows query rows, in blocks of up to kInPlacePVRows x kInPlacePVVectors.
+  static constexpr size_t kInPlaceRows = 16, kInPlacePVRows = 16, kInPlacePVVectors = 1;
+  template <size_t MR, size_t NV>
+  static constexpr auto InPlacePVBlock = &Bf16InPlacePVBlock<MR, NV>;
 };
 
 template <bool kF32PV>

@@ -187,12 +187,59 @@ struct PairedScores {
   }
 };
 
+// V's bf16 rows where they lie (key c's row at v + c * ldv), for the NaN-safe P.V of
+// PairedBf16Values' in-place tiles.
+struct InPlaceBf16Values {
+  using Stored = uint16_t;
+  static float Value(const uint16_t* v, size_t ldv, size_t c, size_t x) {
+    return BF16ToF32(v[c * ldv + x]);
+  }
+};
+
 template <class Blocks>
 struct PairedBf16Values {
   using Stored = uint32_t;  // a column of two keys
   static float Value(const uint32_t* v, size_t ldv, size_t c, size_t x) {
     const uint32_t w = v[c / 2 * ldv + x];
     return BF16ToF32(static_cast<uint16_t>(c % 2 == 0 ? w : w >> 16));
+  }
+
+  // Whether the P.V reads V's rows where they lie, pairing each two keys' rows in registers
+  // (Blocks::InPlacePVBlock), rather than repacking the tile: Blocks that have such a block, kv
+  // heads of at most Blocks::kInPlaceRows query rows (decoding; MLA: 16 heads), dense rows of
+  // stride 1 and no padding columns. Why: with so few rows the repacking's 64 KiB written and
+  // read back per 64-key tile is ~12% of the products, and one pass of up to 16 rows reads V
+  // once.
+  static bool ReadsValuesInPlace(const AttentionArgs& a, const AttentionPlan& plan,
+                                 const WorkItem& item) {
+    if constexpr (Blocks::kInPlaceRows == 0) {
+      return false;
+    } else {
+      return item.Rows(a) <= Blocks::kInPlaceRows && !a.paged && a.v.stride(3) == 1 &&
+             a.v.stride(1) > 0 && static_cast<size_t>(a.head_dim_v) == plan.dim_v_pad;
+    }
+  }
+
+  // O = alpha O + P V of the item's kv head h over the tile, V in place (ReadsValuesInPlace);
+  // the NaN-safe P.V reads the same rows.
+  template <class D>
+  static void AccumulateInPlace(D d, const AttentionArgs& a, const AttentionPlan& plan,
+                                const WorkItem& item, int64_t h, const TileKeys& tile,
+                                const AttentionScratch& s, const HeadScratch& head) {
+    if constexpr (Blocks::kInPlaceRows > 0) {
+      const auto* v =
+          static_cast<const uint16_t*>(a.KeyRow(a.v, item.b, tile.k0, item.hkv_begin + h));
+      const size_t ldv = static_cast<size_t>(a.v.stride(1));
+      if (HidesNonFiniteValues<InPlaceBf16Values>(a, plan, item, tile, v, ldv, s)) {
+        AccumulateSkippingZeros<InPlaceBf16Values>(a, plan, item, tile, v, ldv, s, head);
+        return;
+      }
+      RoundProbabilities(d, plan, item.Rows(a), tile, s.scores);
+      AccumulateInBlocks<InPlaceBlocks>(plan, item.Rows(a), SlotAs<uint32_t>(s.scores), v, ldv,
+                                        tile.nb, s, head);
+    } else {
+      (void)d, (void)a, (void)plan, (void)item, (void)h, (void)tile, (void)s, (void)head;
+    }
   }
 
   // V as rows of key pairs: pair kp of head h at words (kp * heads + h) * dim_v_pad.
@@ -226,6 +273,15 @@ struct PairedBf16Values {
     AccumulateInBlocks<Blocks>(plan, rows, SlotAs<uint32_t>(s.scores), v, ldv, (tile.nb + 1) / 2, s,
                                head);
   }
+
+  // Blocks' in-place P.V as AccumulateInBlocks takes it: counts of keys, not pairs.
+  struct InPlaceBlocks {
+    static constexpr size_t kPVRows = Blocks::kInPlacePVRows;
+    static constexpr size_t kPVVectors = Blocks::kInPlacePVVectors;
+    static constexpr size_t kColumns = Blocks::kColumns;
+    template <size_t MR, size_t NV>
+    static constexpr auto PVBlock = Blocks::template InPlacePVBlock<MR, NV>;
+  };
 };
 
 template <class Blocks, bool kF32PV>
