@@ -58,14 +58,15 @@ TEST_P(MlaTest, DecodeOnePositionEveryDType) {
   }
 }
 
-// 16 query rows of the one kv head (16 heads, or a few speculative positions of fewer heads)
-// on AVX512_BF16 take the P.V that reads V's rows in place (PairedBf16Values::
-// ReadsValuesInPlace), pairing keys in registers: odd key counts leave a key paired with zero,
-// causal rows of several positions leave the last tile's panel partial, and a tail item of a
-// long prefill has fewer than 16 rows (390 positions of one head: 384 and 6).
-TEST_P(MlaTest, SixteenRowsOrFewerReadValuesInPlace) {
+// 16 to 64 query rows of the one kv head (heads, or a few speculative positions of fewer
+// heads) on AVX512_BF16 take the P.V that reads V's rows in place (PairedBf16Values::
+// ReadsValuesInPlace), pairing keys in registers, 16 rows a pass: odd key counts leave a key
+// paired with zero, causal rows of several positions leave the last tile's panel partial, and
+// a tail item of a long prefill has fewer than 16 rows (390 positions of one head: 384 and 6).
+TEST_P(MlaTest, SixtyFourRowsOrFewerReadValuesInPlace) {
   ScopedContext ctx;
-  const std::pair<int64_t, int64_t> shapes[] = {{1, 16}, {2, 8}, {4, 4}, {8, 2}, {16, 1}};
+  const std::pair<int64_t, int64_t> shapes[] = {{1, 16}, {2, 8}, {4, 4}, {8, 2},
+                                                 {16, 1}, {1, 32}, {3, 16}, {1, 64}};
   for (bool v_in_k : {true, false}) {
     for (auto [positions, heads_q] : shapes) {
       AttentionCase c = Mla(positions, Small() ? 301 : 1101, heads_q, SATTN_DTYPE_BF16, v_in_k);

@@ -206,10 +206,10 @@ struct PairedBf16Values {
 
   // Whether the P.V reads V's rows where they lie, pairing each two keys' rows in registers
   // (Blocks::InPlacePVBlock), rather than repacking the tile: Blocks that have such a block, kv
-  // heads of at most Blocks::kInPlaceRows query rows (decoding; MLA: 16 heads), dense rows of
-  // stride 1 and no padding columns. Why: with so few rows the repacking's 64 KiB written and
-  // read back per 64-key tile is ~12% of the products, and one pass of up to 16 rows reads V
-  // once.
+  // heads of at most Blocks::kInPlaceRows query rows (decoding: MLA's 16 to 64 heads, GQA
+  // groups, speculative tokens), dense rows of stride 1 and no padding columns. Why: with so
+  // few rows the repacking's 64 KiB written and read back per 64-key tile is ~12% of the
+  // products at 16 rows, and a pass of up to 16 rows reads V once.
   static bool ReadsValuesInPlace(const AttentionArgs& a, const AttentionPlan& plan,
                                  const WorkItem& item) {
     if constexpr (Blocks::kInPlaceRows == 0) {
