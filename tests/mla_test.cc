@@ -65,8 +65,8 @@ TEST_P(MlaTest, DecodeOnePositionEveryDType) {
 // a tail item of a long prefill has fewer than 16 rows (390 positions of one head: 384 and 6).
 TEST_P(MlaTest, SixtyFourRowsOrFewerReadValuesInPlace) {
   ScopedContext ctx;
-  const std::pair<int64_t, int64_t> shapes[] = {{1, 16}, {2, 8}, {4, 4}, {8, 2},
-                                                 {16, 1}, {1, 32}, {3, 16}, {1, 64}};
+  const std::pair<int64_t, int64_t> shapes[] = {{1, 16}, {2, 8},  {4, 4},  {8, 2},
+                                                {16, 1}, {1, 32}, {3, 16}, {1, 64}};
   for (bool v_in_k : {true, false}) {
     for (auto [positions, heads_q] : shapes) {
       AttentionCase c = Mla(positions, Small() ? 301 : 1101, heads_q, SATTN_DTYPE_BF16, v_in_k);

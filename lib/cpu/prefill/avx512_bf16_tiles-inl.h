@@ -162,12 +162,9 @@ SATTN_ATTR_AVX512_BF16 HWY_INLINE void AddPairProducts(__m512 (&acc)[MR][NV],
 // 64-key tile) cost ~12% of the tile's products, and a pass of 16 rows reads V once from L2
 // where 6 + 6 + 4 rows read the repacked tile three times.
 template <size_t MR, size_t NV>
-SATTN_ATTR_AVX512_BF16 HWY_NOINLINE void Bf16InPlacePVBlock(const uint32_t* HWY_RESTRICT p,
-                                                            size_t ldp,
-                                                            const uint16_t* HWY_RESTRICT v,
-                                                            size_t ldv, size_t keys,
-                                                            float* HWY_RESTRICT o, size_t ldo,
-                                                            const float* HWY_RESTRICT alpha) {
+SATTN_ATTR_AVX512_BF16 HWY_NOINLINE void Bf16InPlacePVBlock(
+    const uint32_t* HWY_RESTRICT p, size_t ldp, const uint16_t* HWY_RESTRICT v, size_t ldv,
+    size_t keys, float* HWY_RESTRICT o, size_t ldo, const float* HWY_RESTRICT alpha) {
   // Word 2i from the low row's element i, word 2i + 1 from the high row's (elements 16 on).
   alignas(64) static constexpr uint16_t kInterleave[32] = {
       0, 16, 1, 17, 2,  18, 3,  19, 4,  20, 5,  21, 6,  22, 7,  23,
@@ -189,7 +186,8 @@ SATTN_ATTR_AVX512_BF16 HWY_NOINLINE void Bf16InPlacePVBlock(const uint32_t* HWY_
 #pragma GCC unroll 4
     for (size_t x = 0; x < NV; ++x) {
       const __m512i both = _mm512_inserti64x4(
-          _mm512_zextsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(low + 16 * x))),
+          _mm512_zextsi256_si512(
+              _mm256_loadu_si256(reinterpret_cast<const __m256i*>(low + 16 * x))),
           _mm256_loadu_si256(reinterpret_cast<const __m256i*>(low + ldv + 16 * x)), 1);
       vv[x] = reinterpret_cast<__m512bh>(_mm512_permutexvar_epi16(interleave, both));
     }
