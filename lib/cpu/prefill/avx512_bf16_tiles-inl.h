@@ -11,7 +11,9 @@
 // Cost per key and head: head_dim / 2 instructions per vector of rows for each product, half
 // the f32 FMA kernel's, on f32 accumulators in the same register blocks (8 keys x 3 vectors
 // of rows for the scores, 6 rows x 4 vectors of head_dim for the P.V); plus, per tile, one
-// pass over V to repack it and one over P to round and pair it. Memory: those passes would meet
+// pass over V to repack it and one over P to round and pair it. At most 64 rows per kv head
+// (decoding) skip the repacking: Bf16InPlacePVBlock pairs V's rows in registers, 2 shuffles
+// per 16 columns beside 16 vdpbf16ps, 16 rows a pass. Memory: those passes would meet
 // each tile's lines cold (MLA at 16 heads reads 30 flops' worth of cache per byte, and the
 // repacking runs first), so the score block asks for the next tile's lines while it multiplies.
 // Error: Q.K^T as exact as the f32 kernel's (bf16 products are exact in f32; only the order
@@ -232,8 +234,9 @@ struct Avx512Bf16Blocks {
   // The P.V that reads V in place (PairedBf16Values::ReadsValuesInPlace) for kv heads of at
   // most kInPlaceRows query rows, in blocks of up to kInPlacePVRows x kInPlacePVVectors.
   // 64 rows: the prefill driver's decode items. In place vs repacked (Zen 4, 1 thread, MLA
-  // b1 c4096): 16 heads -13%, 32 -5%, 64 -3%, 128 -1.4% (noise: the repacking is shared by
-  // 128 rows, so larger items keep it); 8 x 2 blocks (two passes for 16 rows) timed as 16 x 1.
+  // b1 c4096): 16 heads -10 to -12%, 32 -5 to -7%, 64 -3 to -4%, 128 -1.4% (noise: the
+  // repacking is shared by 128 rows, so larger items keep it); 8 x 2 blocks (two passes for 16
+  // rows) timed as 16 x 1.
   static constexpr size_t kInPlaceRows = 64, kInPlacePVRows = 16, kInPlacePVVectors = 1;
   template <size_t MR, size_t NV>
   static constexpr auto InPlacePVBlock = &Bf16InPlacePVBlock<MR, NV>;
