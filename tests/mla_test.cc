@@ -5,6 +5,7 @@
 // a GEMM, the prefill driver; 4: the decode driver in place), paged caches, chunked prefill,
 // quantized caches (I8 with group and whole-row scales, I4, FP8), and the same bytes for any
 // thread count and for V inside K or beside it.
+#include <cmath>
 #include <cstdlib>
 #include <utility>
 #include <vector>
@@ -17,9 +18,12 @@
 namespace streamattn {
 namespace {
 
+using testing_util::AttentionCall;
 using testing_util::AttentionCase;
+using testing_util::CompareWithOracle;
 using testing_util::ExpectMatchesOracle;
 using testing_util::OutputBytes;
+using testing_util::OutTolerance;
 using testing_util::ScopedContext;
 
 bool Small() { return std::getenv("STREAMATTN_TEST_SMALL") != nullptr; }
@@ -51,6 +55,40 @@ TEST_P(MlaTest, DecodeOnePositionEveryDType) {
       c.batch = 2, c.seqused_k = {c.seq_k - 5, 130};
       ExpectMatchesOracle(ctx.get(), c);
     }
+  }
+}
+
+// 16 to 64 query rows of the one kv head (heads, or a few speculative positions of fewer
+// heads) on AVX512_BF16 take the P.V that reads V's rows in place (PairedBf16Values::
+// ReadsValuesInPlace), pairing keys in registers, 16 rows a pass: odd key counts leave a key
+// paired with zero, causal rows of several positions leave the last tile's panel partial, and
+// a tail item of a long prefill has fewer than 16 rows (390 positions of one head: 384 and 6).
+TEST_P(MlaTest, SixtyFourRowsOrFewerReadValuesInPlace) {
+  ScopedContext ctx;
+  const std::pair<int64_t, int64_t> shapes[] = {{1, 16}, {2, 8},  {4, 4},  {8, 2},
+                                                {16, 1}, {1, 32}, {3, 16}, {1, 64}};
+  for (bool v_in_k : {true, false}) {
+    for (auto [positions, heads_q] : shapes) {
+      AttentionCase c = Mla(positions, Small() ? 301 : 1101, heads_q, SATTN_DTYPE_BF16, v_in_k);
+      c.batch = 2, c.seqused_k = {c.seq_k - 2, 77};
+      ExpectMatchesOracle(ctx.get(), c);
+    }
+    ExpectMatchesOracle(ctx.get(), Mla(390, 395, 1, SATTN_DTYPE_BF16, v_in_k));
+  }
+}
+
+// A NaN value behind the causal mask of 2 positions x 8 heads (16 rows, V read in place): the
+// first position's rows never see it and stay finite, the second's see it and are NaN.
+TEST_P(MlaTest, NonFiniteValueHiddenFromInPlaceRows) {
+  ScopedContext ctx;
+  AttentionCase c = Mla(2, 301, 8, SATTN_DTYPE_BF16, false);
+  AttentionCall call(c);
+  for (int64_t d = 0; d < c.head_dim_v; ++d) call.v.Set({0, c.seq_k - 1, 0, d}, NAN);
+  ASSERT_EQ(call.Run(ctx.get()), SATTN_OK);
+  EXPECT_LE(CompareWithOracle(c, call).out, OutTolerance(c)) << c.Describe();
+  for (int64_t h = 0; h < c.heads_q; ++h) {
+    EXPECT_FALSE(std::isnan(call.out.Get({0, 0, h, 3}))) << h;
+    EXPECT_TRUE(std::isnan(call.out.Get({0, 1, h, 3}))) << h;
   }
 }
 

@@ -1,6 +1,7 @@
 // The native prefill tile kernels' micro-kernels against scalar models of their instructions'
 // arithmetic, on every edge size (channel pairs and keys of every tail, every register block):
-// - AVX512_BF16's vdpbf16ps (Bf16ScoreBlock, Bf16PVBlock, prefill/avx512_bf16_tiles-inl.h):
+// - AVX512_BF16's vdpbf16ps (Bf16ScoreBlock, Bf16PVBlock, Bf16InPlacePVBlock,
+//   prefill/avx512_bf16_tiles-inl.h):
 //   per f32 lane acc += a[2i+1] * b[2i+1], then acc += a[2i] * b[2i], each product exact and
 //   each sum rounded to nearest even, subnormal inputs read as zero, subnormal results flushed;
 // - Arm's BFDOT (NeonPairScoreBlock<BfdotPairs>, NeonBf16PVBlock, prefill/neon_bf16_tiles-inl.h),
@@ -228,12 +229,51 @@ void CheckPairedBf16Blocks(const Model& model) {
   }
 }
 
+// Blocks::InPlacePVBlock<MR, NV> over `keys` V rows read where they lie (ldv apart, with
+// columns past the block that it must not read into its sums) against `model` on the pairs the
+// repacking would write: key 2j in the low half, a missing odd key zero.
+template <class Blocks, size_t MR, size_t NV, class Model>
+void CheckInPlacePVBlock(std::mt19937& rng, size_t keys, bool with_alpha, const Model& model) {
+  constexpr size_t kColumns = Blocks::kColumns * NV;
+  const size_t pairs = (keys + 1) / 2, ldp = MR + 3, ldv = kColumns + 64;
+  std::vector<uint32_t> p(pairs * ldp);
+  for (uint32_t& x : p) x = RandomPair(rng, DType::kBF16);
+  std::vector<uint16_t> v(keys * ldv);
+  for (uint16_t& x : v) x = Random16(rng, DType::kBF16);
+  OBlock o(rng, MR, kColumns);
+  Blocks::template InPlacePVBlock<MR, NV>(p.data(), ldp, v.data(), ldv, keys, o.o.data(), o.ldo,
+                                          with_alpha ? o.alpha.data() : nullptr);
+  std::ostringstream block;
+  block << Blocks::kName << " in-place P.V MR " << MR << " NV " << NV << " keys " << keys;
+  o.Check(
+      MR, kColumns, with_alpha,
+      [&](float acc, size_t r, size_t x) {
+        for (size_t j = 0; j < pairs; ++j) {
+          const uint32_t high = 2 * j + 1 < keys ? v[(2 * j + 1) * ldv + x] : 0u;
+          acc = model(acc, v[2 * j * ldv + x] | high << 16, p[j * ldp + r]);
+        }
+        return acc;
+      },
+      block.str());
+}
+
 #if SATTN_AVX512_BF16_TILES
 void TestAvx512Bf16BlocksMatchTheInstruction() {
   if (!Avx512Bf16Supported()) {
     GTEST_SKIP() << "not run: avx512-bf16 (this CPU has no AVX512_BF16)";
   }
   CheckPairedBf16Blocks<Avx512Bf16Blocks>(Avx512DotPairModel);
+  std::mt19937 rng(13);
+  for (size_t keys : {1, 2, 3, 4, 5, 7, 8, 15, 64, 65}) {
+    for (bool with_alpha : {false, true}) {
+      ForEachCount<Avx512Bf16Blocks::kInPlacePVRows>([&](auto mr) {
+        ForEachCount<Avx512Bf16Blocks::kInPlacePVVectors>([&](auto nv) {
+          CheckInPlacePVBlock<Avx512Bf16Blocks, decltype(mr)::value, decltype(nv)::value>(
+              rng, keys, with_alpha, Avx512DotPairModel);
+        });
+      });
+    }
+  }
 }
 #else
 void TestAvx512Bf16BlocksMatchTheInstruction() {

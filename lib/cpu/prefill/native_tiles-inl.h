@@ -12,7 +12,9 @@
 // A Values part: Stored (the element type of its V tile); Value(v, ldv, c, x), key c's column
 // x as float; LoadValues(d, a, plan, item, tile, v_tile); RoundProbabilities(d, plan, rows,
 // tile, scores), P^T in place in its layout; Accumulate(plan, rows, tile, v, ldv, s, head),
-// O = alpha O + P V.
+// O = alpha O + P V; ReadsValuesInPlace(a, plan, item), whether it skips LoadValues and instead
+// takes the whole P.V of the item's kv head h in AccumulateInPlace(d, a, plan, item, h, tile, s,
+// head), rounding P and reading V where it lies (LoadedValues: never).
 #if defined(STREAMATTN_CPU_PREFILL_NATIVE_TILES_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef STREAMATTN_CPU_PREFILL_NATIVE_TILES_INL_H_
 #undef STREAMATTN_CPU_PREFILL_NATIVE_TILES_INL_H_
@@ -169,6 +171,17 @@ void AccumulateSkippingZeros(const AttentionArgs& a, const AttentionPlan& plan,
   }
 }
 
+// The in-place members of a Values part that always loads its V tile.
+struct LoadedValues {
+  static bool ReadsValuesInPlace(const AttentionArgs&, const AttentionPlan&, const WorkItem&) {
+    return false;
+  }
+  template <class D>
+  static void AccumulateInPlace(D, const AttentionArgs&, const AttentionPlan&, const WorkItem&,
+                                int64_t, const TileKeys&, const AttentionScratch&,
+                                const HeadScratch&) {}
+};
+
 template <class Scores, class Values, bool kF32PV>
 struct NativeTiles {
   static constexpr const char* kName = Scores::kName;
@@ -189,7 +202,7 @@ struct NativeTiles {
     if constexpr (kF32PV) {
       ConvertKeyTile(d, a, plan, item.b, item.hkv_begin, tile.k0, tile.nb, tile.nb_pad, nullptr,
                      s.v_tile);
-    } else {
+    } else if (!Values::ReadsValuesInPlace(a, plan, item)) {
       Values::LoadValues(d, a, plan, item, tile, s.v_tile);
     }
   }
@@ -211,6 +224,10 @@ struct NativeTiles {
       AccumulateTilePV(d, a, plan, item.Rows(a), tile,
                        DenseRows{s.v_tile + static_cast<size_t>(h) * dvp, ldv}, s, head);
     } else {
+      if (Values::ReadsValuesInPlace(a, plan, item)) {
+        Values::AccumulateInPlace(d, a, plan, item, h, tile, s, head);
+        return;
+      }
       const auto* v = SlotAs<typename Values::Stored>(s.v_tile) + static_cast<size_t>(h) * dvp;
       if (HidesNonFiniteValues<Values>(a, plan, item, tile, v, ldv, s)) {
         AccumulateSkippingZeros<Values>(a, plan, item, tile, v, ldv, s, head);

@@ -142,6 +142,7 @@ struct NeonBf16Blocks {
   static constexpr auto ScoreBlock = &NeonPairScoreBlock<BfdotPairs, NV>;
   template <size_t MR, size_t NV>
   static constexpr auto PVBlock = &NeonBf16PVBlock<MR, NV>;
+  static constexpr size_t kInPlaceRows = 0;  // V always repacked (no in-place P.V block)
 };
 
 template <bool kF32PV>

@@ -158,7 +158,7 @@ void RoundF16Probabilities(D d, const AttentionPlan& plan, size_t rows, const Ti
 
 // The P.V of f16 rows: V rows copied as they are, P rounded to f16 in place.
 template <class Blocks>
-struct F16RowValues {
+struct F16RowValues : LoadedValues {
   using Stored = uint16_t;
   static float Value(const uint16_t* v, size_t ldv, size_t c, size_t x) {
     return F16ToF32(v[c * ldv + x]);

@@ -29,6 +29,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 
 #include "core/attention_args.h"
 #include "core/dtype.h"
@@ -89,6 +90,21 @@ void PairBf16Probabilities(D d, const AttentionPlan& plan, size_t rows, const Ti
   }
 }
 
+// A query row (bf16 or f16, stride 1; nullptr: a padding row) whose pairs are the layout's
+// 32-bit words (QueryHalf(r, parity) == 2r + parity): pair j to out[j * R], the same bits the
+// halves' loop writes, a word at a time (that loop's per-half branches took ~5% of MLA decode
+// at 512 keys); zero past dim.
+inline void CopyQueryPairs(const void* src, size_t dim, size_t pairs, size_t R,
+                           uint32_t* HWY_RESTRICT out) {
+  size_t j = 0;
+  if (src != nullptr) {
+    const auto* bytes = static_cast<const char*>(src);
+    for (; j < dim / 2; ++j) std::memcpy(out + j * R, bytes + 4 * j, 4);
+    if (dim % 2 != 0) out[j++ * R] = Bits16(src, 1, dim - 1);  // the high half zero
+  }
+  for (; j < pairs; ++j) out[j * R] = 0u;
+}
+
 template <class Blocks>
 struct PairedScores {
   static constexpr const char* kName = Blocks::kName;
@@ -111,6 +127,10 @@ struct PairedScores {
           r < rows ? a.QueryRow(item.b, item.Position(a, r), item.QueryHead(a, hkv, r)) : nullptr;
       uint16_t* panel = out + (r / R) * pairs * 2 * R;  // pair j from panel + 2 j R
       const size_t low = Blocks::QueryHalf(r % R, 0), high = Blocks::QueryHalf(r % R, 1);
+      if (low == 2 * (r % R) && high == low + 1 && (src == nullptr || a.q.stride(3) == 1)) {
+        CopyQueryPairs(src, plan.dim, pairs, R, SlotAs<uint32_t>(q) + (panel - out) / 2 + r % R);
+        continue;
+      }
       for (size_t i = 0; i < plan.dim_pad; ++i) {
         panel[2 * (i / 2) * R + (i % 2 == 0 ? low : high)] =
             src != nullptr && i < plan.dim ? Bits16(src, a.q.stride(3), i) : uint16_t{0};
@@ -169,12 +189,59 @@ struct PairedScores {
   }
 };
 
+// V's bf16 rows where they lie (key c's row at v + c * ldv), for the NaN-safe P.V of
+// PairedBf16Values' in-place tiles.
+struct InPlaceBf16Values {
+  using Stored = uint16_t;
+  static float Value(const uint16_t* v, size_t ldv, size_t c, size_t x) {
+    return BF16ToF32(v[c * ldv + x]);
+  }
+};
+
 template <class Blocks>
 struct PairedBf16Values {
   using Stored = uint32_t;  // a column of two keys
   static float Value(const uint32_t* v, size_t ldv, size_t c, size_t x) {
     const uint32_t w = v[c / 2 * ldv + x];
     return BF16ToF32(static_cast<uint16_t>(c % 2 == 0 ? w : w >> 16));
+  }
+
+  // Whether the P.V reads V's rows where they lie, pairing each two keys' rows in registers
+  // (Blocks::InPlacePVBlock), rather than repacking the tile: Blocks that have such a block, kv
+  // heads of at most Blocks::kInPlaceRows query rows (decoding: MLA's 16 to 64 heads, GQA
+  // groups, speculative tokens), dense rows of stride 1 and no padding columns. Why: with so
+  // few rows the repacking's 64 KiB written and read back per 64-key tile is ~12% of the
+  // products at 16 rows, and a pass of up to 16 rows reads V once.
+  static bool ReadsValuesInPlace(const AttentionArgs& a, const AttentionPlan& plan,
+                                 const WorkItem& item) {
+    if constexpr (Blocks::kInPlaceRows == 0) {
+      return false;
+    } else {
+      return item.Rows(a) <= Blocks::kInPlaceRows && !a.paged && a.v.stride(3) == 1 &&
+             a.v.stride(1) > 0 && static_cast<size_t>(a.head_dim_v) == plan.dim_v_pad;
+    }
+  }
+
+  // O = alpha O + P V of the item's kv head h over the tile, V in place (ReadsValuesInPlace);
+  // the NaN-safe P.V reads the same rows.
+  template <class D>
+  static void AccumulateInPlace(D d, const AttentionArgs& a, const AttentionPlan& plan,
+                                const WorkItem& item, int64_t h, const TileKeys& tile,
+                                const AttentionScratch& s, const HeadScratch& head) {
+    if constexpr (Blocks::kInPlaceRows > 0) {
+      const auto* v =
+          static_cast<const uint16_t*>(a.KeyRow(a.v, item.b, tile.k0, item.hkv_begin + h));
+      const size_t ldv = static_cast<size_t>(a.v.stride(1));
+      if (HidesNonFiniteValues<InPlaceBf16Values>(a, plan, item, tile, v, ldv, s)) {
+        AccumulateSkippingZeros<InPlaceBf16Values>(a, plan, item, tile, v, ldv, s, head);
+        return;
+      }
+      RoundProbabilities(d, plan, item.Rows(a), tile, s.scores);
+      AccumulateInBlocks<InPlaceBlocks>(plan, item.Rows(a), SlotAs<uint32_t>(s.scores), v, ldv,
+                                        tile.nb, s, head);
+    } else {
+      (void)d, (void)a, (void)plan, (void)item, (void)h, (void)tile, (void)s, (void)head;
+    }
   }
 
   // V as rows of key pairs: pair kp of head h at words (kp * heads + h) * dim_v_pad.
@@ -208,6 +275,15 @@ struct PairedBf16Values {
     AccumulateInBlocks<Blocks>(plan, rows, SlotAs<uint32_t>(s.scores), v, ldv, (tile.nb + 1) / 2,
                                /*keys_per_step=*/2, s, head);
   }
+
+  // Blocks' in-place P.V as AccumulateInBlocks takes it: counts of keys, not pairs.
+  struct InPlaceBlocks {
+    static constexpr size_t kPVRows = Blocks::kInPlacePVRows;
+    static constexpr size_t kPVVectors = Blocks::kInPlacePVVectors;
+    static constexpr size_t kColumns = Blocks::kColumns;
+    template <size_t MR, size_t NV>
+    static constexpr auto PVBlock = Blocks::template InPlacePVBlock<MR, NV>;
+  };
 };
 
 template <class Blocks, bool kF32PV>
