@@ -238,7 +238,7 @@ struct PairedBf16Values {
       }
       RoundProbabilities(d, plan, item.Rows(a), tile, s.scores);
       AccumulateInBlocks<InPlaceBlocks>(plan, item.Rows(a), SlotAs<uint32_t>(s.scores), v, ldv,
-                                        tile.nb, s, head);
+                                        tile.nb, /*keys_per_step=*/1, s, head);
     } else {
       (void)d, (void)a, (void)plan, (void)item, (void)h, (void)tile, (void)s, (void)head;
     }
