@@ -74,29 +74,29 @@ constexpr size_t kVectorRegisters =
 
 // One step k = k_expr: request the next head's V row (when b carries it), load B row k, and
 // its FMAs into the accumulator set `acc`.
-#define SATTN_GEMM_STEP(acc, k_expr)                                        \
-  {                                                                         \
-    const size_t kk = (k_expr);                                             \
-    const auto* HWY_RESTRICT bk = b.Row(kk);                                \
-    const float* HWY_RESTRICT ak = a + kk * lda; /* kRowsAdjacent only */   \
-    (void)ak;                                                               \
-    if constexpr (BRows::kPrefetches) {                                     \
-      if (b.next_values != nullptr) {                                       \
-        RequestRowIntoL2(b.NextValue(kk), BRows::Bytes(NV * N));            \
-      }                                                                     \
-    }                                                                       \
-    const V b0 = b.Load(d, bk, 0);                                          \
-    const V b1 = NV > 1 ? b.Load(d, bk, N) : b0;                            \
-    const V b2 = NV > 2 ? b.Load(d, bk, 2 * N) : b0;                        \
-    const V b3 = NV > 3 ? b.Load(d, bk, 3 * N) : b0;                        \
-    SATTN_GEMM_FMA_ROW(acc, 0);                                             \
-    SATTN_GEMM_FMA_ROW(acc, 1);                                             \
-    SATTN_GEMM_FMA_ROW(acc, 2);                                             \
-    SATTN_GEMM_FMA_ROW(acc, 3);                                             \
-    SATTN_GEMM_FMA_ROW(acc, 4);                                             \
-    SATTN_GEMM_FMA_ROW(acc, 5);                                             \
-    SATTN_GEMM_FMA_ROW(acc, 6);                                             \
-    SATTN_GEMM_FMA_ROW(acc, 7);                                             \
+#define SATTN_GEMM_STEP(acc, k_expr)                                      \
+  {                                                                       \
+    const size_t kk = (k_expr);                                           \
+    const auto* HWY_RESTRICT bk = b.Row(kk);                              \
+    const float* HWY_RESTRICT ak = a + kk * lda; /* kRowsAdjacent only */ \
+    (void)ak;                                                             \
+    if constexpr (BRows::kPrefetches) {                                   \
+      if (b.next_values != nullptr) {                                     \
+        RequestRowIntoL2(b.NextValue(kk), BRows::Bytes(NV* N));           \
+      }                                                                   \
+    }                                                                     \
+    const V b0 = b.Load(d, bk, 0);                                        \
+    const V b1 = NV > 1 ? b.Load(d, bk, N) : b0;                          \
+    const V b2 = NV > 2 ? b.Load(d, bk, 2 * N) : b0;                      \
+    const V b3 = NV > 3 ? b.Load(d, bk, 3 * N) : b0;                      \
+    SATTN_GEMM_FMA_ROW(acc, 0);                                           \
+    SATTN_GEMM_FMA_ROW(acc, 1);                                           \
+    SATTN_GEMM_FMA_ROW(acc, 2);                                           \
+    SATTN_GEMM_FMA_ROW(acc, 3);                                           \
+    SATTN_GEMM_FMA_ROW(acc, 4);                                           \
+    SATTN_GEMM_FMA_ROW(acc, 5);                                           \
+    SATTN_GEMM_FMA_ROW(acc, 6);                                           \
+    SATTN_GEMM_FMA_ROW(acc, 7);                                           \
   }
 
 #define SATTN_GEMM_JOIN_ROW(r)                                 \

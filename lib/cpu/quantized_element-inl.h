@@ -199,7 +199,7 @@ struct I4Element {
   // LoadInts on targets without a 16-entry permute of f32 lanes.
   template <class D>
   static HWY_INLINE hn::Vec<D> LoadIntsByNibbleArithmetic(D d, const Stored* HWY_RESTRICT row,
-                                                           size_t i) {
+                                                          size_t i) {
 #if HWY_TARGET == HWY_SCALAR
     return hn::Set(d, IntAt(row, static_cast<int64_t>(i)));
 #else

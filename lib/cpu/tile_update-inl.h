@@ -121,8 +121,8 @@ HWY_INLINE void AccumulateTilePV(D d, const AttentionArgs& a, const AttentionPla
           continue;
         }
       }
-      AccumulatePV(d, block, dvp, s.scores + r, R, r == 0 ? values : values.WithoutPrefetch(),
-                   keys, head.o + r * dvp, s.alpha + r);
+      AccumulatePV(d, block, dvp, s.scores + r, R, r == 0 ? values : values.WithoutPrefetch(), keys,
+                   head.o + r * dvp, s.alpha + r);
     }
   }
 }

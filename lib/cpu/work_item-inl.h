@@ -139,8 +139,8 @@ inline bool MarkPanelsForTile(const AttentionArgs& a, const AttentionPlan& plan,
     // though the scores need no visibility test when the ranges cover the tile.
     s.panel_partial[p] = !full || a.has_mask;
     s.panel_covered[p] = full;
-    s.panel_keys[p] = static_cast<uint32_t>(
-        std::clamp<int64_t>(last_seen + 1, 0, static_cast<int64_t>(tile.nb)));
+    s.panel_keys[p] =
+        static_cast<uint32_t>(std::clamp<int64_t>(last_seen + 1, 0, static_cast<int64_t>(tile.nb)));
   }
   return any_active;
 }

@@ -60,7 +60,8 @@ HWY_INLINE __m512 I4Table() {
 // A chunk's 32 values: lane j of `even` is channel 2j's, of `odd` channel 2j + 1's.
 HWY_INLINE void LoadI4Chunk(const uint8_t* HWY_RESTRICT bytes, __m512 table, __m512& even,
                             __m512& odd) {
-  const __m512i lanes = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(bytes)));
+  const __m512i lanes =
+      _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(bytes)));
   even = _mm512_permutexvar_ps(lanes, table);
   odd = _mm512_permutexvar_ps(_mm512_srli_epi32(lanes, 4), table);
 }
@@ -177,8 +178,7 @@ HWY_INLINE void I4PVRow(D /* d */, size_t v, const float* HWY_RESTRICT p,
   const __m512i low_columns = LowColumns(), high_columns = HighColumns();
   for (size_t c = 0; c < kChunks; ++c) {
     _mm512_storeu_ps(out + c * kI4Chunk, _mm512_permutex2var_ps(even[c], low_columns, odd[c]));
-    _mm512_storeu_ps(out + c * kI4Chunk + N,
-                     _mm512_permutex2var_ps(even[c], high_columns, odd[c]));
+    _mm512_storeu_ps(out + c * kI4Chunk + N, _mm512_permutex2var_ps(even[c], high_columns, odd[c]));
   }
 }
 

@@ -117,8 +117,7 @@ HWY_INLINE void AccumulateInBlocks(const AttentionPlan& plan, size_t rows, const
   for (size_t panel = 0; panel < panels; ++panel) {
     if (!s.panel_active[panel]) continue;
     const size_t end = std::min((panel + 1) * plan.panel_rows, rows);
-    const size_t steps =
-        std::min(count, (s.panel_keys[panel] + keys_per_step - 1) / keys_per_step);
+    const size_t steps = std::min(count, (s.panel_keys[panel] + keys_per_step - 1) / keys_per_step);
     for (size_t r = panel * plan.panel_rows; r < end; r += kRows) {
       for (size_t x = 0; x < dvp; x += kVectors * Blocks::kColumns) {
         WithCount<kRows>(std::min(kRows, end - r), [&](auto mr) {
