@@ -147,6 +147,15 @@ struct I8Element {
   static HWY_INLINE float IntAt(const Stored* row, int64_t i) { return static_cast<float>(row[i]); }
 };
 
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+// The 16 nibble values (4-bit two's complement), indexed by a lane's bits 0-3, as vpermps reads
+// an index: the AVX-512 I4 lookups (I4Element::LoadInts, decode/i4_row_step-inl.h).
+HWY_INLINE __m512 I4Table() {
+  return _mm512_setr_ps(0.0f, 1.0f, 2.0f, 3.0f, 4.0f, 5.0f, 6.0f, 7.0f, -8.0f, -7.0f, -6.0f, -5.0f,
+                        -4.0f, -3.0f, -2.0f, -1.0f);
+}
+#endif
+
 // Int4 values, two to a byte (element 2j in byte j's low half), times their group's scale S.
 // A row pointer is the byte of an even element; i counts elements.
 template <typename S>
@@ -186,9 +195,7 @@ struct I4Element {
           _mm512_castsi128_si512(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(row + i / 2))));
       const __m512i nibbles = _mm512_srlv_epi32(
           halves, _mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 0, 4, 8, 12, 16, 20, 24, 28));
-      const __m512 values = _mm512_setr_ps(0.0f, 1.0f, 2.0f, 3.0f, 4.0f, 5.0f, 6.0f, 7.0f, -8.0f,
-                                           -7.0f, -6.0f, -5.0f, -4.0f, -3.0f, -2.0f, -1.0f);
-      return hn::Vec<D>{_mm512_permutexvar_ps(nibbles, values)};
+      return hn::Vec<D>{_mm512_permutexvar_ps(nibbles, I4Table())};
     } else {
       return LoadIntsByNibbleArithmetic(d, row, i);
     }

@@ -51,12 +51,6 @@ inline bool I4RowStepApplies(size_t group, size_t dim) {
   return group >= kI4Chunk && dim % kI4Chunk == 0;
 }
 
-// The 16 nibble values, indexed by a lane's bits 0-3.
-HWY_INLINE __m512 I4Table() {
-  return _mm512_setr_ps(0.0f, 1.0f, 2.0f, 3.0f, 4.0f, 5.0f, 6.0f, 7.0f, -8.0f, -7.0f, -6.0f, -5.0f,
-                        -4.0f, -3.0f, -2.0f, -1.0f);
-}
-
 // A chunk's 32 values: lane j of `even` is channel 2j's, of `odd` channel 2j + 1's.
 HWY_INLINE void LoadI4Chunk(const uint8_t* HWY_RESTRICT bytes, __m512 table, __m512& even,
                             __m512& odd) {
@@ -137,9 +131,8 @@ HWY_INLINE void I4DotRow(D d, const float* HWY_RESTRICT q, const CacheRows<E>& k
 // [v N, (v + NV) N) = alpha O + sum over `keys` keys of p[k] V[k] (alpha == nullptr: O += ...),
 // NV an even number of vectors (whole chunks).
 template <size_t NV, class E, class D>
-HWY_INLINE void I4PVRow(D /* d */, size_t v, const float* HWY_RESTRICT p,
-                        const CacheRows<E>& values, size_t keys, float* HWY_RESTRICT o,
-                        const float* HWY_RESTRICT alpha) {
+HWY_INLINE void I4PVRow(D d, size_t v, const float* HWY_RESTRICT p, const CacheRows<E>& values,
+                        size_t keys, float* HWY_RESTRICT o, const float* HWY_RESTRICT alpha) {
   static_assert(NV == 2 || NV == 4, "whole chunks of 32 columns");
   using Rows = CacheRows<E>;
   constexpr size_t kChunks = NV / 2, N = 16;
@@ -166,9 +159,8 @@ HWY_INLINE void I4PVRow(D /* d */, size_t v, const float* HWY_RESTRICT p,
     const __m512 pk = _mm512_set1_ps(p[k]);
     for (size_t c = 0; c < kChunks; ++c) {
       // The chunk's group: a group holds whole chunks.
-      const hn::ScalableTag<float> df;
       const __m512 w =
-          _mm512_mul_ps(pk, BroadcastScale(df, scale + ((c * kI4Chunk) >> log2_group)).raw);
+          _mm512_mul_ps(pk, BroadcastScale(d, scale + ((c * kI4Chunk) >> log2_group)).raw);
       __m512 e, od;
       LoadI4Chunk(row + c * kI4Chunk / 2, table, e, od);
       even[c] = _mm512_fmadd_ps(w, e, even[c]);
