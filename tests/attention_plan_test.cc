@@ -94,7 +94,23 @@ void TestTileShapesFitTheWork() {
     EXPECT_LE(c.panel_vectors, kNvS);
   });
   // The prefill's items of 384 rows keep the widest panels.
-  EXPECT_EQ(MakeAttentionPlan(d, ArgsOf(4096, 32, 8, 128, DType::kF16)).panel_vectors, kNvS);
+  const AttentionPlan long_plan = MakeAttentionPlan(d, ArgsOf(4096, 32, 8, 128, DType::kF16));
+  EXPECT_EQ(long_plan.panel_vectors, kNvS);
+  // An item with fewer rows under that plan (a short prompt packed beside a long one) computes
+  // its rows to the next whole vector, not to the next whole panel.
+  for (size_t rows : {size_t{1}, lanes - 1, lanes, lanes + 1, long_plan.panel_rows + 1,
+                      long_plan.panel_rows + lanes, 2 * long_plan.panel_rows}) {
+    const size_t panels = (rows + long_plan.panel_rows - 1) / long_plan.panel_rows;
+    size_t computed = 0;
+    for (size_t p = 0; p < panels; ++p) {
+      const size_t width = long_plan.PanelWidth(rows, p);
+      EXPECT_EQ(width % lanes, 0u) << rows << " rows, panel " << p;
+      EXPECT_LE(width, long_plan.panel_rows) << rows << " rows, panel " << p;
+      computed += width;
+    }
+    EXPECT_EQ(computed, RoundUp(rows, lanes)) << rows << " rows";
+    EXPECT_EQ(long_plan.FilledRows(rows), RoundUp(rows, lanes)) << rows << " rows";
+  }
   for (DType kv : {DType::kF16, DType::kBF16, DType::kF32}) {
     for (int64_t dim : {64, 128, 256}) {
       const AttentionPlan c = MakeAttentionPlan(d, ArgsOf(1, 32, 8, dim, kv));

@@ -75,8 +75,9 @@ HWY_INLINE void FinishPanelScores(D d, const AttentionArgs& a, const AttentionPl
                                   const AttentionScratch& s, const HeadScratch& head) {
   const size_t R = plan.rows_pad, r0 = p * plan.panel_rows;
   const size_t panel_end = std::min(r0 + plan.panel_rows, item.Rows(a));
+  const size_t width = plan.PanelWidth(item.Rows(a), p);  // the lanes ScorePanel computed
   float* st = s.scores;
-  if (a.softcap > 0.0f) ApplySoftcap(d, a.softcap * kLog2e, st + r0, R, tile.nb, plan.panel_rows);
+  if (a.softcap > 0.0f) ApplySoftcap(d, a.softcap * kLog2e, st + r0, R, tile.nb, width);
   if (a.has_mask) AddMask(a, item.b, hkv, item.pos0, r0, panel_end, tile.k0, tile.nb, st, R);
   TileScoring scoring;  // per-row arrays start at the panel's first row
   scoring.full = s.panel_covered[p];
@@ -86,7 +87,7 @@ HWY_INLINE void FinishPanelScores(D d, const AttentionArgs& a, const AttentionPl
     scoring.alibi_slope2 = head.slope2 + r0;
     scoring.diagonal = s.diagonal_rel + r0;
   }
-  OnlineSoftmaxPanel(d, scoring, st + r0, R, tile.nb, plan.panel_rows, head.m + r0, head.l + r0,
+  OnlineSoftmaxPanel(d, scoring, st + r0, R, tile.nb, width, head.m + r0, head.l + r0,
                      s.alpha + r0);
 }
 

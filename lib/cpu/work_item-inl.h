@@ -58,7 +58,7 @@ inline ItemKeys FindVisibleKeys(const AttentionArgs& a, const AttentionPlan& pla
   const size_t rows = item.Rows(a);
   const int64_t seq_k = a.SeqK(item.b);
   ItemKeys keys{item.chunk_end, item.chunk_begin - 1, item.chunk_begin, item.chunk_end - 1};
-  for (size_t r = 0; r < plan.rows_pad; ++r) {
+  for (size_t r = 0; r < plan.FilledRows(rows); ++r) {
     if (r >= rows) {
       s.lo[r] = 1, s.hi[r] = 0;
       continue;
@@ -122,7 +122,8 @@ inline bool MarkPanelsForTile(const AttentionArgs& a, const AttentionPlan& plan,
   for (size_t p = 0; p < panels; ++p) {
     bool any = false, full = true;
     int64_t last_seen = -1;  // relative to k0
-    for (size_t r = p * plan.panel_rows; r < (p + 1) * plan.panel_rows; ++r) {
+    const size_t r0 = p * plan.panel_rows;
+    for (size_t r = r0; r < r0 + plan.PanelWidth(rows, p); ++r) {
       const bool sees = s.lo[r] <= tile_hi && s.hi[r] >= k0 && s.lo[r] <= s.hi[r];
       any = any || sees;
       if (sees && r < rows) last_seen = std::max(last_seen, s.hi[r] - k0);

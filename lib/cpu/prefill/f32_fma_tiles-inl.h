@@ -52,7 +52,7 @@ struct F32FmaTiles {
     const auto scale = hn::Set(d, QueryScaleOfHead(a, hkv));
     const auto lane_rows =
         hn::Mul(hn::Iota(di, 0), hn::Set(di, static_cast<int32_t>(plan.dim_pad)));
-    for (size_t r0 = 0; r0 < plan.rows_pad; r0 += N) {  // panel_rows is a multiple of N
+    for (size_t r0 = 0; r0 < plan.FilledRows(rows); r0 += N) {  // the rows ScorePanel reads
       for (size_t j = 0; j < N; ++j) {
         float* staged = stage + j * plan.dim_pad;
         if (r0 + j < rows) {
@@ -82,17 +82,19 @@ struct F32FmaTiles {
   // tile.nb_pad, or to the block holding the last key the panel sees (s.panel_keys): the
   // softmax selects -inf for every later key, whatever its slot holds.
   template <class D>
-  static void ScorePanel(D d, const AttentionArgs& /* a */, const AttentionPlan& plan,
-                         const WorkItem& /* item */, size_t p, int64_t h, const TileKeys& tile,
+  static void ScorePanel(D d, const AttentionArgs& a, const AttentionPlan& plan,
+                         const WorkItem& item, size_t p, int64_t h, const TileKeys& tile,
                          const AttentionScratch& s, const HeadScratch& head) {
     const size_t R = plan.rows_pad, ldk = static_cast<size_t>(plan.heads) * plan.dim_pad;
     const DenseRows keys{s.k_tile + static_cast<size_t>(h) * plan.dim_pad, ldk};
     const DenseRows qt_panel{head.q + p * plan.dim * plan.panel_rows, plan.panel_rows};
     const size_t key_end = std::min<size_t>(tile.nb_pad, RoundUp(s.panel_keys[p], kMrS));
+    // The item's last panel may hold fewer rows than the plan's (PanelWidth).
+    const size_t vectors = plan.PanelWidth(item.Rows(a), p) / hn::Lanes(d);
     for (size_t c = 0; c < key_end; c += kMrS) {
       const float* k = keys.Row(c);
       float* out = s.scores + c * R + p * plan.panel_rows;
-      switch (plan.panel_vectors) {
+      switch (vectors) {
         case 1:
           GemmTile<kMrS, 1, ALayout::kRowsAlongK>(d, k, ldk, qt_panel, plan.dim, out, R, nullptr);
           break;

@@ -122,7 +122,7 @@ struct PairedScores {
                           int64_t hkv, float* HWY_RESTRICT q) {
     uint16_t* out = SlotAs<uint16_t>(q);
     const size_t R = plan.panel_rows, pairs = plan.dim_pad / 2, rows = item.Rows(a);
-    for (size_t r = 0; r < plan.rows_pad; ++r) {
+    for (size_t r = 0; r < plan.FilledRows(rows); ++r) {  // the rows ScorePanel reads
       const void* src =
           r < rows ? a.QueryRow(item.b, item.Position(a, r), item.QueryHead(a, hkv, r)) : nullptr;
       uint16_t* panel = out + (r / R) * pairs * 2 * R;  // pair j from panel + 2 j R
@@ -177,10 +177,12 @@ struct PairedScores {
     const float scale = QueryScale(a);
     // Keys past the last the panel sees: the softmax selects -inf for them (as F32FmaTiles).
     const size_t key_end = std::min<size_t>(tile.nb_pad, RoundUp(s.panel_keys[p], kMrS));
+    // The item's last panel may hold fewer rows than the plan's (PanelWidth).
+    const size_t width = RoundUp(plan.PanelWidth(item.Rows(a), p), Blocks::kRows);
     for (size_t c = 0; c < key_end; c += kMrS) {
       float* out = s.scores + c * R + p * plan.panel_rows;
-      for (size_t r = 0; r < plan.panel_rows; r += kBlockRows) {
-        WithCount<Blocks::kScoreVectors>((plan.panel_rows - r) / Blocks::kRows, [&](auto nv) {
+      for (size_t r = 0; r < width; r += kBlockRows) {
+        WithCount<Blocks::kScoreVectors>((width - r) / Blocks::kRows, [&](auto nv) {
           Blocks::template ScoreBlock<decltype(nv)::value>(k + c * ldk, ldk, q + r, plan.panel_rows,
                                                            pairs, scale, out + r, R);
         });
