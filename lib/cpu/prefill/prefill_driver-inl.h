@@ -23,6 +23,7 @@
 #include "core/attention_args.h"
 #include "cpu/attention_plan-inl.h"
 #include "cpu/attention_scratch-inl.h"
+#include "cpu/kv_rows-inl.h"
 #include "cpu/tile_update-inl.h"
 #include "cpu/work_item-inl.h"
 #include "hwy/highway.h"
@@ -47,10 +48,51 @@ HWY_NOINLINE void AdvanceHeadOverTile(D d, const AttentionArgs& a, const Attenti
   Tiles::AccumulatePV(d, a, plan, h, item, tile, s, head);
 }
 
+// Items of at most this many rows per kv head over at most this many keys request all their
+// inputs and output rows into L2 when they start (RequestSmallItemRows).
+constexpr size_t kRequestAllRows = 64;
+constexpr int64_t kRequestAllKeys = 256;
+
+// A short prompt's item (64 rows seeing 64 keys, one kv head) reads each row of q, k, v and
+// out once, 256 bytes from each 2 KiB row at 8 kv heads, cold from memory (a packed batch runs
+// it after the long prompts' blocks): the tile copy, the query packing and the rows' finishing
+// each waited on its misses a few at a time. Requesting every line first lets them all be in
+// flight at once. Thirty packed prompts of 64 tokens (h8/8 d128 f16, causal, 1 thread, Zen 4,
+// inputs in L3) ran 9% faster alone and 16% faster beside a longer prompt's plan; larger items
+// reuse each row enough that their loads overlap with the products anyway.
+HWY_INLINE void RequestSmallItemRows(const AttentionArgs& a, const AttentionPlan& plan,
+                                     const WorkItem& item, const ItemKeys& keys) {
+  const size_t rows = item.Rows(a);
+  if (rows > kRequestAllRows || keys.key_hi - keys.key_lo >= kRequestAllKeys) return;
+  const auto bytes = [](const Tensor& t, int64_t elements) {
+    return static_cast<size_t>(ElementBytes(t.dtype, elements));
+  };
+  for (int64_t h = 0; h < plan.heads; ++h) {
+    const int64_t hkv = item.hkv_begin + h;
+    for (size_t r = 0; r < rows; ++r) {
+      const int64_t pos = item.Position(a, r), head = item.QueryHead(a, hkv, r);
+      RequestRowIntoL2(static_cast<const char*>(a.QueryRow(item.b, pos, head)),
+                       bytes(a.q, a.head_dim));
+      const AttentionArgs::RowIndex at = a.QueryAt(item.b, pos);
+      const char* out = static_cast<const char*>(a.out.At(at.batch, at.row, head, 0));
+      for (size_t byte = 0; byte < bytes(a.out, a.head_dim_v); byte += 64) {
+        __builtin_prefetch(out + byte, /*rw=*/1, /*locality=*/2);
+      }
+    }
+    for (int64_t key = keys.key_lo; key <= keys.key_hi; ++key) {
+      RequestRowIntoL2(static_cast<const char*>(a.KeyRow(a.k, item.b, key, hkv)),
+                       bytes(a.k, a.head_dim));
+      RequestRowIntoL2(static_cast<const char*>(a.KeyRow(a.v, item.b, key, hkv)),
+                       bytes(a.v, a.head_dim_v));
+    }
+  }
+}
+
 template <class Tiles, class D>
 void PrefillWorkItem(D d, const AttentionArgs& a, const AttentionPlan& plan, const WorkItem& item,
                      const AttentionScratch& s) {
   const ItemKeys keys = FindVisibleKeys(a, plan, item, s);
+  RequestSmallItemRows(a, plan, item, keys);
   for (int64_t h = 0; h < plan.heads; ++h) {
     const HeadScratch head = s.Head(h);
     Tiles::PackQueries(d, a, plan, item, item.hkv_begin + h, head.q, s.row);
