@@ -112,9 +112,9 @@ HWY_INLINE void AccumulateTilePV(D d, const AttentionArgs& a, const AttentionPla
   for (size_t p = 0; p < panels; ++p) {
     if (!s.panel_active[p]) continue;
     const size_t panel_end = std::min((p + 1) * plan.panel_rows, rows);
-    const size_t keys = std::min<size_t>(tile.nb, s.panel_keys[p]);  // past them P is 0
     for (size_t r = p * plan.panel_rows; r < panel_end; r += kMrP) {
       const size_t block = std::min(kMrP, panel_end - r);
+      const size_t keys = std::min(tile.nb, RowBlockKeys(s, tile, p, r, r + block));  // then P = 0
       if constexpr (std::is_same_v<VRows, DenseRows>) {
         if (careful && s.panel_partial[p]) {
           AccumulatePVSkippingZeros(d, block, dvp, s.scores + r, R, values.base, values.ld, keys,

@@ -146,6 +146,22 @@ inline bool MarkPanelsForTile(const AttentionArgs& a, const AttentionPlan& plan,
   return any_active;
 }
 
+// The keys of the tile (from its first) that a block of rows [r0, r1) of panel p multiplies in
+// the P.V: to the last key any of those rows sees, at most the panel's (s.panel_keys). Past it
+// every row of the block has P = 0. On the causal diagonal a panel's rows see a triangle of its
+// keys: blocks of 6 rows stopping at their own last key skip about 40% of the panel's P.V
+// there, where the panel's count alone computes the whole square.
+inline size_t RowBlockKeys(const AttentionScratch& s, const TileKeys& tile, size_t p, size_t r0,
+                           size_t r1) {
+  if (s.panel_covered[p]) return s.panel_keys[p];  // every row sees every key
+  int64_t last_seen = -1;                          // relative to tile.k0
+  for (size_t r = r0; r < r1; ++r) {
+    if (s.lo[r] <= s.hi[r]) last_seen = std::max(last_seen, s.hi[r] - tile.k0);
+  }
+  return static_cast<size_t>(
+      std::clamp<int64_t>(last_seen + 1, 0, static_cast<int64_t>(s.panel_keys[p])));
+}
+
 // The factor queries are multiplied by, so that products with a float cache are base-2 scores
 // (or tanh arguments under softcap).
 inline float QueryScale(const AttentionArgs& a) {

@@ -105,20 +105,22 @@ HWY_INLINE void WithCount(size_t n, const F& f) {
 // that sees the tile: blocks of mr <= Blocks::kPVRows rows from row r and nv <=
 // Blocks::kPVVectors vectors of Blocks::kColumns columns from column x, each
 // Blocks::PVBlock<mr, nv>(p + r, rows_pad, v + x, ldv, count, o, dim_v_pad, alpha + r) over
-// `count` steps of `keys_per_step` keys (1, or 2 for pairs) of P (p) and V (v, rows ldv apart),
-// each panel's up to the step of the last key it sees (s.panel_keys).
+// `count` steps of `keys_per_step` keys (1, or 2 for pairs) of the tile's P (p) and V (v, rows
+// ldv apart), each block of rows up to the step of the last key it sees (RowBlockKeys).
 template <class Blocks, typename P, typename V>
 HWY_INLINE void AccumulateInBlocks(const AttentionPlan& plan, size_t rows, const P* p, const V* v,
-                                   size_t ldv, size_t count, size_t keys_per_step,
-                                   const AttentionScratch& s, const HeadScratch& head) {
+                                   size_t ldv, const TileKeys& tile, size_t count,
+                                   size_t keys_per_step, const AttentionScratch& s,
+                                   const HeadScratch& head) {
   constexpr size_t kRows = Blocks::kPVRows, kVectors = Blocks::kPVVectors;
   const size_t panels = (rows + plan.panel_rows - 1) / plan.panel_rows;
   const size_t R = plan.rows_pad, dvp = plan.dim_v_pad;
   for (size_t panel = 0; panel < panels; ++panel) {
     if (!s.panel_active[panel]) continue;
     const size_t end = std::min((panel + 1) * plan.panel_rows, rows);
-    const size_t steps = std::min(count, (s.panel_keys[panel] + keys_per_step - 1) / keys_per_step);
     for (size_t r = panel * plan.panel_rows; r < end; r += kRows) {
+      const size_t keys = RowBlockKeys(s, tile, panel, r, std::min(r + kRows, end));
+      const size_t steps = std::min(count, (keys + keys_per_step - 1) / keys_per_step);
       for (size_t x = 0; x < dvp; x += kVectors * Blocks::kColumns) {
         WithCount<kRows>(std::min(kRows, end - r), [&](auto mr) {
           WithCount<kVectors>(std::min(kVectors, (dvp - x) / Blocks::kColumns), [&](auto nv) {

@@ -178,7 +178,7 @@ struct F16RowValues : LoadedValues {
   static void Accumulate(const AttentionPlan& plan, size_t rows, const TileKeys& tile,
                          const uint16_t* v, size_t ldv, const AttentionScratch& s,
                          const HeadScratch& head) {
-    AccumulateInBlocks<Blocks>(plan, rows, SlotAs<uint16_t>(s.scores), v, ldv, tile.nb,
+    AccumulateInBlocks<Blocks>(plan, rows, SlotAs<uint16_t>(s.scores), v, ldv, tile, tile.nb,
                                /*keys_per_step=*/1, s, head);
   }
 };

@@ -240,7 +240,7 @@ struct PairedBf16Values {
       }
       RoundProbabilities(d, plan, item.Rows(a), tile, s.scores);
       AccumulateInBlocks<InPlaceBlocks>(plan, item.Rows(a), SlotAs<uint32_t>(s.scores), v, ldv,
-                                        tile.nb, /*keys_per_step=*/1, s, head);
+                                        tile, tile.nb, /*keys_per_step=*/1, s, head);
     } else {
       (void)d, (void)a, (void)plan, (void)item, (void)h, (void)tile, (void)s, (void)head;
     }
@@ -274,8 +274,8 @@ struct PairedBf16Values {
   static void Accumulate(const AttentionPlan& plan, size_t rows, const TileKeys& tile,
                          const uint32_t* v, size_t ldv, const AttentionScratch& s,
                          const HeadScratch& head) {
-    AccumulateInBlocks<Blocks>(plan, rows, SlotAs<uint32_t>(s.scores), v, ldv, (tile.nb + 1) / 2,
-                               /*keys_per_step=*/2, s, head);
+    AccumulateInBlocks<Blocks>(plan, rows, SlotAs<uint32_t>(s.scores), v, ldv, tile,
+                               (tile.nb + 1) / 2, /*keys_per_step=*/2, s, head);
   }
 
   // Blocks' in-place P.V as AccumulateInBlocks takes it: counts of keys, not pairs.
