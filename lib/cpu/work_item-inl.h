@@ -98,6 +98,19 @@ inline bool EveryRowSeesTile(const AttentionArgs& a, const ItemKeys& keys, const
   return keys.common_lo <= tile.k0 && keys.common_hi >= tile.last() && a.alibi_slopes.empty();
 }
 
+// The keys of the tile, from its first, up to the last that any of rows [r0, r1) sees (0 when
+// none sees the tile): past them every one of those rows has P = 0. Padding rows see nothing
+// (FindVisibleKeys).
+inline size_t KeysSeenInTile(const AttentionScratch& s, const TileKeys& tile, size_t r0,
+                             size_t r1) {
+  int64_t last_seen = -1;  // relative to tile.k0
+  for (size_t r = r0; r < r1; ++r) {
+    const bool sees = s.lo[r] <= tile.last() && s.hi[r] >= tile.k0 && s.lo[r] <= s.hi[r];
+    if (sees) last_seen = std::max(last_seen, s.hi[r] - tile.k0);
+  }
+  return static_cast<size_t>(std::clamp<int64_t>(last_seen + 1, 0, static_cast<int64_t>(tile.nb)));
+}
+
 // Sets each panel's flags for the tile (s.panel_active: some row sees a key; panel_partial:
 // some row hides a key, or the caller's mask may; panel_covered: every row sees every key),
 // s.panel_keys (the keys from the tile's first to the last any of the panel's rows sees: past
@@ -120,13 +133,9 @@ inline bool MarkPanelsForTile(const AttentionArgs& a, const AttentionPlan& plan,
   const int64_t k0 = tile.k0, tile_hi = tile.last(), seq_k = a.SeqK(item.b);
   bool any_active = false;
   for (size_t p = 0; p < panels; ++p) {
-    bool any = false, full = true;
-    int64_t last_seen = -1;  // relative to k0
-    const size_t r0 = p * plan.panel_rows;
-    for (size_t r = r0; r < r0 + plan.PanelWidth(rows, p); ++r) {
-      const bool sees = s.lo[r] <= tile_hi && s.hi[r] >= k0 && s.lo[r] <= s.hi[r];
-      any = any || sees;
-      if (sees && r < rows) last_seen = std::max(last_seen, s.hi[r] - k0);
+    bool full = true;
+    const size_t r0 = p * plan.panel_rows, r1 = r0 + plan.PanelWidth(rows, p);
+    for (size_t r = r0; r < r1; ++r) {
       // Padding rows' lanes are never read out: they need not see the tile.
       full = full && (r >= rows || (s.lo[r] <= k0 && s.hi[r] >= tile_hi));
       s.lo_rel[r] = static_cast<float>(std::max<int64_t>(s.lo[r] - k0, -1));
@@ -134,32 +143,26 @@ inline bool MarkPanelsForTile(const AttentionArgs& a, const AttentionPlan& plan,
           static_cast<float>(std::min<int64_t>(s.hi[r] - k0, static_cast<int64_t>(tile.nb)));
       s.diagonal_rel[r] = static_cast<float>(Diagonal(a, item.b, item.Position(a, r), seq_k) - k0);
     }
-    s.panel_active[p] = any;
-    any_active = any_active || any;
+    s.panel_keys[p] = static_cast<uint32_t>(KeysSeenInTile(s, tile, r0, r1));
+    s.panel_active[p] = s.panel_keys[p] > 0;  // some row sees a key of the tile
+    any_active = any_active || s.panel_active[p];
     // A caller's mask can hide keys too: the P.V must then be NaN-safe (tile_update-inl.h),
     // though the scores need no visibility test when the ranges cover the tile.
     s.panel_partial[p] = !full || a.has_mask;
     s.panel_covered[p] = full;
-    s.panel_keys[p] =
-        static_cast<uint32_t>(std::clamp<int64_t>(last_seen + 1, 0, static_cast<int64_t>(tile.nb)));
   }
   return any_active;
 }
 
 // The keys of the tile (from its first) that a block of rows [r0, r1) of panel p multiplies in
-// the P.V: to the last key any of those rows sees, at most the panel's (s.panel_keys). Past it
-// every row of the block has P = 0. On the causal diagonal a panel's rows see a triangle of its
-// keys: blocks of 6 rows stopping at their own last key skip about 40% of the panel's P.V
-// there, where the panel's count alone computes the whole square.
+// the P.V: KeysSeenInTile of its own rows, a part of the panel's (s.panel_keys). On the causal
+// diagonal a panel's rows see a triangle of its keys: blocks of 6 rows stopping at their own
+// last key skip about 40% of the panel's P.V there, where the panel's count alone computes the
+// whole square.
 inline size_t RowBlockKeys(const AttentionScratch& s, const TileKeys& tile, size_t p, size_t r0,
                            size_t r1) {
   if (s.panel_covered[p]) return s.panel_keys[p];  // every row sees every key
-  int64_t last_seen = -1;                          // relative to tile.k0
-  for (size_t r = r0; r < r1; ++r) {
-    if (s.lo[r] <= s.hi[r]) last_seen = std::max(last_seen, s.hi[r] - tile.k0);
-  }
-  return static_cast<size_t>(
-      std::clamp<int64_t>(last_seen + 1, 0, static_cast<int64_t>(s.panel_keys[p])));
+  return KeysSeenInTile(s, tile, r0, r1);
 }
 
 // The factor queries are multiplied by, so that products with a float cache are base-2 scores
