@@ -75,20 +75,20 @@ HWY_INLINE __m512i HighColumns() {
 }
 
 // ScaledDotRow for I4 keys (I4RowStepApplies): st[0..3] = q . keys c0..c0 + 3, requesting the
-// rows keys.NextKey names into L2 (a row of 128 channels is one line).
+// rows keys.NextKey names into L2 (a row of 128 channels is one line). scales: the 4 rows'
+// group scales as f32 (StepScales, dim / group a row).
 template <class E, class D>
 HWY_INLINE void I4DotRow(D d, const float* HWY_RESTRICT q, const CacheRows<E>& keys, size_t c0,
-                         size_t dim, float* HWY_RESTRICT st) {
+                         size_t dim, const float* HWY_RESTRICT scales, float* HWY_RESTRICT st) {
   using Rows = CacheRows<E>;
   constexpr size_t kKeys = 4;
   const int log2_group = keys.element.lookup.log2_group;
   const size_t chunks_per_group = (size_t{1} << log2_group) / kI4Chunk;
+  const size_t groups = dim >> log2_group;
   const uint8_t* rows[kKeys];
-  const typename E::Scale* scales[kKeys];
   const char* next_rows[kKeys];
   for (size_t k = 0; k < kKeys; ++k) {
     rows[k] = keys.Row(c0 + k);
-    scales[k] = keys.element.ScaleOf(keys.Row(c0 + k));
     next_rows[k] = keys.NextKey(c0 + k);
   }
   for (const char* row : next_rows) {
@@ -120,7 +120,7 @@ HWY_INLINE void I4DotRow(D d, const float* HWY_RESTRICT q, const CacheRows<E>& k
     }
 #pragma GCC unroll 4
     for (size_t k = 0; k < kKeys; ++k) {
-      a[k] = _mm512_fmadd_ps(t[k], BroadcastScale(d, scales[k] + g).raw, a[k]);
+      a[k] = _mm512_fmadd_ps(t[k], _mm512_set1_ps(scales[k * groups + g]), a[k]);
     }
   }
   using V = hn::Vec<D>;

@@ -18,6 +18,9 @@
 #endif
 
 #include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
 
 #include "cpu/decode/dot_scores-inl.h"
 #include "cpu/decode/i4_row_step-inl.h"
@@ -25,20 +28,76 @@
 #include "cpu/quantized_element-inl.h"
 #include "hwy/highway.h"
 
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2
+#include <immintrin.h>
+#endif
+
 HWY_BEFORE_NAMESPACE();
 namespace streamattn {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-// The packed scores (st[0..3]) of one query row q (dim floats) against keys c0..c0 + 3 of
-// `keys`, requesting the rows keys.NextKey names into L2 as the loop walks (as DotBlock does).
+// The most scales a row has on this path (streamed steps: AVX2 and up, whose groups in place
+// hold whole vectors of at least 8 lanes): head_dim 576 in groups of 8.
+constexpr size_t kMaxRowGroups = 72;
+// A step's scales: kStepRows rows of up to kMaxRowGroups.
+constexpr size_t kStepRows = 4;
+constexpr size_t kStepScaleSlots = kStepRows * kMaxRowGroups;
+
+// The group scales of a step's 4 key rows as f32, out[k * groups + g] = scale g of rows[k]
+// (its ScaleOf), which ScaledDotRow's FMAs then read as broadcast operands: a binary16 scale
+// broadcast and converted per group and key cost I4 decoding 6% from L3 (I4DotRow; one
+// thread, alternated in one process). Head_dim 128 in groups of 32 (4 binary16 scales a row)
+// and one scale a row are converted in registers: written to memory a row at a time and
+// loaded as one vector, the load would wait for the stores to retire (they cannot forward),
+// which measured slower than the broadcasts.
+template <typename S>
+HWY_INLINE void StepScales(const S* const* rows, size_t groups, float* HWY_RESTRICT out) {
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2
+  if constexpr (!std::is_same_v<S, float>) {
+    if (groups == 4) {
+      uint64_t row_bits[kStepRows];
+      for (size_t k = 0; k < kStepRows; ++k) std::memcpy(&row_bits[k], rows[k], 8);
+      const __m256i bits =
+          _mm256_setr_epi64x(static_cast<int64_t>(row_bits[0]), static_cast<int64_t>(row_bits[1]),
+                             static_cast<int64_t>(row_bits[2]), static_cast<int64_t>(row_bits[3]));
+      _mm256_storeu_ps(out, _mm256_cvtph_ps(_mm256_castsi256_si128(bits)));  // rows 0 and 1
+      _mm256_storeu_ps(out + 8, _mm256_cvtph_ps(_mm256_extracti128_si256(bits, 1)));
+      return;
+    }
+    uint16_t bits[kStepRows];
+    if (groups == 1) {
+      for (size_t k = 0; k < kStepRows; ++k) std::memcpy(&bits[k], rows[k], 2);
+      _mm_storeu_ps(out,
+                    _mm_cvtph_ps(_mm_setr_epi16(
+                        static_cast<int16_t>(bits[0]), static_cast<int16_t>(bits[1]),
+                        static_cast<int16_t>(bits[2]), static_cast<int16_t>(bits[3]), 0, 0, 0, 0)));
+      return;
+    }
+    for (size_t k = 0; k < kStepRows; ++k) {
+      for (size_t g = 0; g < groups; ++g) {
+        std::memcpy(&bits[0], rows[k] + g, 2);
+        out[k * groups + g] = _cvtsh_ss(bits[0]);
+      }
+    }
+    return;
+  }
+#endif
+  for (size_t k = 0; k < kStepRows; ++k) {
+    for (size_t g = 0; g < groups; ++g) out[k * groups + g] = ScaleAsFloat(rows[k] + g);
+  }
+}
+
+// The packed scores (st[0..3]) of one query row q (dim floats) against keys c0..c0 + 3 of `keys`,
+// requesting the rows keys.NextKey names into L2 as the loop walks (as DotBlock does).
+// scales: StepScales of the 4 rows (dim / group of each).
 template <class E, class D>
 HWY_INLINE void ScaledDotRow(D d, const float* HWY_RESTRICT q, const CacheRows<E>& keys, size_t c0,
-                             size_t dim, float* HWY_RESTRICT st) {
+                             size_t dim, const float* HWY_RESTRICT scales, float* HWY_RESTRICT st) {
 #if SATTN_I4_ROW_STEP
   if constexpr (E::kBits == 4 && sizeof(hn::Vec<D>) == 64) {
     if (I4RowStepApplies(size_t{1} << keys.element.lookup.log2_group, dim)) {
-      return I4DotRow(d, q, keys, c0, dim, st);
+      return I4DotRow(d, q, keys, c0, dim, scales, st);
     }
   }
 #endif
@@ -46,15 +105,11 @@ HWY_INLINE void ScaledDotRow(D d, const float* HWY_RESTRICT q, const CacheRows<E
   using Rows = CacheRows<E>;
   const size_t N = hn::Lanes(d);
   const int log2_group = keys.element.lookup.log2_group;
-  const size_t group = size_t{1} << log2_group;
+  const size_t group = size_t{1} << log2_group, groups = dim >> log2_group;
   const auto* HWY_RESTRICT kr0 = keys.Row(c0);
   const auto* HWY_RESTRICT kr1 = keys.Row(c0 + 1);
   const auto* HWY_RESTRICT kr2 = keys.Row(c0 + 2);
   const auto* HWY_RESTRICT kr3 = keys.Row(c0 + 3);
-  const auto* s0 = keys.element.ScaleOf(kr0);
-  const auto* s1 = keys.element.ScaleOf(kr1);
-  const auto* s2 = keys.element.ScaleOf(kr2);
-  const auto* s3 = keys.element.ScaleOf(kr3);
   const char* next_rows[4];
   for (size_t c = 0; c < 4; ++c) next_rows[c] = keys.NextKey(c0 + c);
   for (const char* row : next_rows) {
@@ -75,10 +130,10 @@ HWY_INLINE void ScaledDotRow(D d, const float* HWY_RESTRICT q, const CacheRows<E
       t3 = hn::MulAdd(qv, E::LoadInts(d, kr3, i), t3);
     }
     const size_t scale = g >> log2_group;
-    a0 = hn::MulAdd(t0, BroadcastScale(d, s0 + scale), a0);
-    a1 = hn::MulAdd(t1, BroadcastScale(d, s1 + scale), a1);
-    a2 = hn::MulAdd(t2, BroadcastScale(d, s2 + scale), a2);
-    a3 = hn::MulAdd(t3, BroadcastScale(d, s3 + scale), a3);
+    a0 = hn::MulAdd(t0, hn::Set(d, scales[scale]), a0);
+    a1 = hn::MulAdd(t1, hn::Set(d, scales[groups + scale]), a1);
+    a2 = hn::MulAdd(t2, hn::Set(d, scales[2 * groups + scale]), a2);
+    a3 = hn::MulAdd(t3, hn::Set(d, scales[3 * groups + scale]), a3);
   }
   StoreFourSums(d, a0, a1, a2, a3, st);
 }
