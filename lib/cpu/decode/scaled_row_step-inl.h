@@ -2,7 +2,8 @@
 // place): with one query row per kv head nothing shares the widening of an element, so the
 // multiply by its group's scale is taken out of the per-vector work. Scores: per key and group
 // the query's products with the widened integers are summed, then that sum meets the group's
-// scale in one FMA. P.V: each key's probability times its group's scale, once per group, is the
+// scale in one FMA, the scale read as an f32 broadcast operand (StepScales converts the step's
+// scales once). P.V: each key's probability times its group's scale, once per group, is the
 // coefficient of the widened integers. Per vector of 16 lanes that leaves the widening (2
 // operations for I8) and one FMA, and per group (of at least a vector) a scale's broadcast and
 // one multiply or FMA: about 4.5 operations where a multiply per vector made 6.5.
