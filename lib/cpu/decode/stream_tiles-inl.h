@@ -151,11 +151,7 @@ HWY_NOINLINE void StreamStep(D d, const E& k_element, const E& v_element, const 
         // The scores are in st.
       } else if constexpr (kRows == 1 && E::kGroupScales) {
         static_assert(kStreamStepKeys == kStepRows, "a step is one ScaledDotRow of 4 keys");
-        HWY_ALIGN float scales[kStepScaleSlots];
-        const typename E::Scale* key_scales[kStepRows];
-        for (size_t k = 0; k < kStepRows; ++k) key_scales[k] = k_element.ScaleOf(keys.Row(k));
-        StepScales(key_scales, plan.dim_pad >> k_element.lookup.log2_group, scales);
-        ScaledDotRow(d, head.q, keys, 0, plan.dim_pad, scales, st + j);
+        ScaledDotRow(d, head.q, keys, 0, plan.dim_pad, st + j);
       } else if constexpr (kRows > 0) {
         static_assert(kStreamStepKeys == 4, "a step is one DotBlock of 4 keys, or two of 2");
         constexpr size_t kKeys = StepBlock<kRows>();
