@@ -60,9 +60,12 @@ struct E4M3Element {
     const auto high =
         hn::BitCast(di16, hn::ShiftLeft<8>(hn::PromoteTo(d16, hn::LoadU(d8, row + i))));
     auto half = hn::And(hn::BitCast(d16, hn::ShiftRight<1>(high)), hn::Set(d16, 0xBFFF));
-    // NaN (S.1111.111, now S.0.1111.111 and zeros) becomes a binary16 NaN.
-    const auto magnitude = hn::And(half, hn::Set(d16, 0x7FFF));
-    half = hn::IfThenElse(hn::Eq(magnitude, hn::Set(d16, 0x3F80)), hn::Set(d16, 0x7E00), half);
+    // NaN (S.1111.111, now S.0.1111.111 and zeros) becomes a binary16 NaN (S.11111.111 and
+    // zeros) in 2 operations where compare and select took 3: adding 0x80 carries into bit 14
+    // for that magnitude alone (its bits 7-13 are the only ones all set; bit 14 is clear in
+    // every lane), and that bit ORed in completes the exponent.
+    const auto carried = hn::Add(half, hn::Set(d16, 0x0080));
+    half = hn::OrAnd(half, carried, hn::Set(d16, 0x4000));
     if constexpr (kNativeF16) {
       return hn::PromoteTo(d, hn::BitCast(hn::Rebind<hwy::float16_t, D>(), half));
     } else {
