@@ -11,7 +11,7 @@
 //    (GroupScales::addressable: the scales' strides are the cache's over G, G a power of two),
 //    one shift per vector; converted rows (ConvertKeyRows) take their row's scales explicitly,
 //    any layout and group size.
-// Cost per vector of f32 lanes beyond the f16 element's one conversion: E4M3 about 5 integer
+// Cost per vector of f32 lanes beyond the f16 element's one conversion: E4M3 5 integer
 // operations; I8 a conversion, a multiply and the scale's broadcast; I4 on AVX-512 a table
 // lookup of 3 operations (LoadInts), elsewhere a few byte operations more to split and
 // interleave the nibbles of half as many bytes.
@@ -59,13 +59,15 @@ struct E4M3Element {
     // the binary16 of those bits, in 3 operations where masking and merging the fields took 5.
     const auto high =
         hn::BitCast(di16, hn::ShiftLeft<8>(hn::PromoteTo(d16, hn::LoadU(d8, row + i))));
-    auto half = hn::And(hn::BitCast(d16, hn::ShiftRight<1>(high)), hn::Set(d16, 0xBFFF));
-    // NaN (S.1111.111, now S.0.1111.111 and zeros) becomes a binary16 NaN (S.11111.111 and
-    // zeros) in 2 operations where compare and select took 3: adding 0x80 carries into bit 14
-    // for that magnitude alone (its bits 7-13 are the only ones all set; bit 14 is clear in
-    // every lane), and that bit ORed in completes the exponent.
-    const auto carried = hn::Add(half, hn::Set(d16, 0x0080));
-    half = hn::OrAnd(half, carried, hn::Set(d16, 0x4000));
+    const auto copied = hn::BitCast(d16, hn::ShiftRight<1>(high));  // s.s.eeee.mmm.0000000
+    // Bit 14, the sign's copy, must become 0, or 1 for the NaN code (S.1111.111, whose
+    // binary16 S.11111.111 and zeros is a NaN): 2 operations where clearing it, then a compare
+    // and a select took 4. Adding 0x80 carries into bit 14 for that magnitude alone (its bits
+    // 7-13 are the only ones all set), which flips bit 14 there and nowhere else, so bit 14 of
+    // the sum XOR the copy is the NaN flag: XORing the sum's bit 14 into the copy leaves that
+    // flag in bit 14 and every other bit as it was (one vpternlog on AVX-512).
+    const auto carried = hn::Add(copied, hn::Set(d16, 0x0080));
+    const auto half = hn::Xor(copied, hn::And(carried, hn::Set(d16, 0x4000)));
     if constexpr (kNativeF16) {
       return hn::PromoteTo(d, hn::BitCast(hn::Rebind<hwy::float16_t, D>(), half));
     } else {
