@@ -11,7 +11,7 @@
 //    (GroupScales::addressable: the scales' strides are the cache's over G, G a power of two),
 //    one shift per vector; converted rows (ConvertKeyRows) take their row's scales explicitly,
 //    any layout and group size.
-// Cost per vector of f32 lanes beyond the f16 element's one conversion: E4M3 5 integer
+// Cost per vector of f32 lanes beyond the f16 element's one conversion: E4M3 4 integer
 // operations; I8 a conversion, a multiply and the scale's broadcast; I4 on AVX-512 a table
 // lookup of 3 operations (LoadInts), elsewhere a few byte operations more to split and
 // interleave the nibbles of half as many bytes.
@@ -51,15 +51,15 @@ struct E4M3Element {
 
   template <class D>
   HWY_INLINE hn::Vec<D> Load(D d, const Stored* HWY_RESTRICT row, size_t i) const {
-    const hn::Rebind<uint8_t, D> d8;
+    const hn::Rebind<int8_t, D> di8;
     const hn::Rebind<uint16_t, D> d16;
     const hn::Rebind<int16_t, D> di16;
-    // The byte in a lane's high half (s.eeee.mmm, then 8 zero bits), shifted right by one with
-    // its sign copied (s.s.eeee.mmm, 7 zero bits), then the copy cleared: s.0eeee.mmm0000000,
-    // the binary16 of those bits, in 3 operations where masking and merging the fields took 5.
-    const auto high =
-        hn::BitCast(di16, hn::ShiftLeft<8>(hn::PromoteTo(d16, hn::LoadU(d8, row + i))));
-    const auto copied = hn::BitCast(d16, hn::ShiftRight<1>(high));  // s.s.eeee.mmm.0000000
+    // The byte sign-extended to 16 bits (s x 9, then eeee.mmm) and shifted left by 7:
+    // s.s.eeee.mmm and 7 zero bits, the binary16 s.0eeee.mmm0000000 but for the sign's copy in
+    // bit 14. Two operations, where a zero-extension and two shifts took 3.
+    const auto copied =
+        hn::BitCast(d16, hn::ShiftLeft<7>(hn::PromoteTo(
+                             di16, hn::LoadU(di8, reinterpret_cast<const int8_t*>(row) + i))));
     // Bit 14, the sign's copy, must become 0, or 1 for the NaN code (S.1111.111, whose
     // binary16 S.11111.111 and zeros is a NaN): 2 operations where clearing it, then a compare
     // and a select took 4. Adding 0x80 carries into bit 14 for that magnitude alone (its bits
