@@ -13,8 +13,8 @@
 //    any layout and group size.
 // Cost per vector of f32 lanes beyond the f16 element's one conversion: E4M3 4 integer
 // operations; I8 a conversion, a multiply and the scale's broadcast; I4 on AVX-512 a table
-// lookup of 3 operations (LoadInts), elsewhere a few byte operations more to split and
-// interleave the nibbles of half as many bytes.
+// lookup of 3 operations (LoadInts), on AVX2 and NEON per-lane shifts of 4, elsewhere a few
+// byte operations more to split and interleave the nibbles of half as many bytes.
 #if defined(STREAMATTN_CPU_QUANTIZED_ELEMENT_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef STREAMATTN_CPU_QUANTIZED_ELEMENT_INL_H_
 #undef STREAMATTN_CPU_QUANTIZED_ELEMENT_INL_H_
@@ -202,11 +202,39 @@ struct I4Element {
           halves, _mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 0, 4, 8, 12, 16, 20, 24, 28));
       return hn::Vec<D>{_mm512_permutexvar_ps(nibbles, I4Table())};
     } else {
-      return LoadIntsByNibbleArithmetic(d, row, i);
+      return LoadIntsByLaneShifts(d, row, i);
     }
+#elif HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_NEON
+    return LoadIntsByLaneShifts(d, row, i);
 #else
     return LoadIntsByNibbleArithmetic(d, row, i);
 #endif
+  }
+  // LoadInts for 4 or 8 lanes with per-lane shifts (vpsllvd, NEON's vshl): the Lanes(d) / 2
+  // bytes as one 16- or 32-bit word in every lane, each lane shifted left until its own nibble
+  // is in bits 28-31, then an arithmetic shift right by 28 sign-extends it. 4 operations (the
+  // broadcast is a load) where the nibble arithmetic takes 10. Other widths take that.
+  template <class D>
+  static HWY_INLINE hn::Vec<D> LoadIntsByLaneShifts(D d, const Stored* HWY_RESTRICT row, size_t i) {
+    constexpr size_t kLanes = hn::MaxLanes(D());
+    if constexpr (kLanes == 8 || kLanes == 4) {
+      const hn::RebindToSigned<D> di;
+      const hn::RebindToUnsigned<D> du;
+      uint32_t word = 0;  // exactly the vector's bytes: a row may end there
+      if constexpr (kLanes == 8) {
+        std::memcpy(&word, row + i / 2, 4);
+      } else {
+        uint16_t half;
+        std::memcpy(&half, row + i / 2, 2);
+        word = half;
+      }
+      // Lane j's nibble is bits 4j..4j + 3 of the word (little-endian bytes, low half first).
+      const auto to_top = hn::Sub(hn::Set(du, 28u), hn::ShiftLeft<2>(hn::Iota(du, 0u)));
+      const auto top = hn::BitCast(di, hn::Shl(hn::Set(du, word), to_top));
+      return hn::ConvertTo(d, hn::ShiftRight<28>(top));
+    } else {
+      return LoadIntsByNibbleArithmetic(d, row, i);
+    }
   }
   // LoadInts on targets without a 16-entry permute of f32 lanes.
   template <class D>
