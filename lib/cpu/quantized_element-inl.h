@@ -202,7 +202,7 @@ struct I4Element {
           halves, _mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 0, 4, 8, 12, 16, 20, 24, 28));
       return hn::Vec<D>{_mm512_permutexvar_ps(nibbles, I4Table())};
     } else {
-      return LoadIntsByLaneShifts(d, row, i);
+      return LoadIntsByNibbleArithmetic(d, row, i);
     }
 #elif HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_NEON
     return LoadIntsByLaneShifts(d, row, i);
