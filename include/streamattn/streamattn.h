@@ -346,13 +346,14 @@ typedef struct sattn_attention_options {
    * an I4 k, as llama.cpp's quantized caches take it. Each query row is rounded to int8 (one
    * scale per row and kv head: max |q| / 127, q / scale rounded to nearest even), and its
    * products with the cache's integers are summed exactly in int32 by integer dot-product
-   * instructions (AVX512-VNNI), each group's sum then meeting its scale in f32. The rounding of
-   * q adds, per score, up to half a step of q (max |q| / 254) times sum |k|, which measured
-   * nothing visible beside the error of the I4 cache itself (docs/performance.md). It applies
-   * where decoding streams the cache (one or four query rows per kv head, head_dim a multiple
-   * of 128, group scales read in place) on CPUs that have the instructions; elsewhere (I8 and
-   * FP8 caches included: their exact scores measured as fast), and with 0 (the default), the
-   * scores are the exact path's, within f32 rounding of the dequantized cache's. */
+   * instructions (AVX512-VNNI's vpdpbusd; on AVX2, vpmaddubsw and vpmaddwd), each group's sum
+   * then meeting its scale in f32. The rounding of q adds, per score, up to half a step of q
+   * (max |q| / 254) times sum |k|, which measured nothing visible beside the error of the I4
+   * cache itself (docs/performance.md). It applies where decoding streams the cache (one or
+   * four query rows per kv head, head_dim a multiple of 128, group scales read in place) on
+   * CPUs that have the instructions; elsewhere (I8 and FP8 caches included: their exact scores
+   * measured as fast), and with 0 (the default), the scores are the exact path's, within f32
+   * rounding of the dequantized cache's. */
   int32_t int8_queries;
   /* Packed variable-length batches (appended in the fifth version of this struct), as
    * FlashAttention's varlen API (cu_seqlens_q, cu_seqlens_k), vLLM's query_start_loc and

@@ -74,8 +74,9 @@ inline int64_t TargetRows(int64_t head_dim, int64_t head_dim_v) {
 inline size_t RoundUp(size_t x, size_t m) { return (x + m - 1) / m * m; }
 
 // Decoding's integer scores (decode/int8_scores-inl.h, sattn_attention_options.int8_queries):
-// compiled for the AVX3 targets, run on CPUs with AVX512-VNNI.
-constexpr bool kInt8ScoresOnTarget = HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL;
+// compiled for the AVX3 targets, run on CPUs with AVX512-VNNI, and for AVX2 (vpmaddubsw).
+constexpr bool kInt8ScoresOnTarget =
+    HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL || HWY_TARGET == HWY_AVX2;
 
 // Whether a streamed decode of `rows` rows per kv head takes the integer scores: asked for,
 // 1 or 4 rows, an I4 key cache of head_dim a multiple of 128 (in place, so groups of at least
@@ -85,7 +86,7 @@ inline bool Int8ScoresApply(const AttentionArgs& a, size_t rows, size_t dim_pad)
   if (!kInt8ScoresOnTarget || !a.int8_queries || (rows != 1 && rows != 4)) return false;
   if (a.k.dtype != DType::kI4 || a.k_group_scales.group == 0) return false;
 #if HWY_ARCH_X86
-  return dim_pad % 128 == 0 && __builtin_cpu_supports("avx512vnni");
+  return dim_pad % 128 == 0 && (HWY_TARGET == HWY_AVX2 || __builtin_cpu_supports("avx512vnni"));
 #else
   return false;
 #endif

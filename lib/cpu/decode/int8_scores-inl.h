@@ -1,6 +1,7 @@
 // Decoding's integer scores (sattn_attention_options.int8_queries): Q.K^T over an I4 cache by
 // AVX512-VNNI's vpdpbusd, for the streamed steps of one or four query rows per kv head
-// (decode/stream_tiles-inl.h), on the AVX3 targets of CPUs that have the instruction.
+// (decode/stream_tiles-inl.h), on the AVX3 targets of CPUs that have the instruction, and at
+// the AVX2 target by vpmaddubsw and vpmaddwd (below).
 //
 // Each query row is rounded to int8 once per work item (QuantizeQueryRows: scale
 // max |q| / 127, nearest even). vpdpbusd adds to each int32 lane the four products of an
@@ -32,13 +33,14 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <type_traits>
 
 #include "cpu/decode/dot_scores-inl.h"
 #include "cpu/kv_rows-inl.h"
 #include "hwy/highway.h"
 
-#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL || HWY_TARGET == HWY_AVX2
 #include <immintrin.h>
 #endif
 
@@ -177,6 +179,124 @@ SATTN_ATTR_AVX512_VNNI HWY_NOINLINE void IntScoreStep(const CacheRows<E>& keys, 
   } else {
     for (size_t k = 0; k < kKeys; ++k) {
       StoreFourSums(d, V{acc[k][0]}, V{acc[k][1]}, V{acc[k][2]}, V{acc[k][3]}, sums + k * R);
+    }
+  }
+  for (size_t k = 0; k < kKeys; ++k) {
+    for (size_t r = 0; r < R; ++r) st[k * R + r] = sums[k * R + r] * q_scale[r];
+  }
+}
+
+#elif HWY_TARGET == HWY_AVX2
+#define SATTN_INT8_SCORES 1
+
+// The AVX2 form: no vpdpbusd, so each 32 bytes of a row (64 channels, half a chunk) go through
+// vpmaddubsw (pairs of unsigned x signed byte products summed to 16 bits: at most
+// 2 x 15 x 127 in magnitude, never saturating), the even and odd channels' 16-bit sums added
+// (at most 7620), and vpmaddwd by ones (pairs of those to 32 bits): each 32-bit lane then holds
+// the same 8 channels' sum as a vpdpbusd lane, the same bias completing it. Per 64 channels and
+// key: a load, four byte operations, five integer ones, the scale spread, a conversion and an
+// FMA, against the exact path's 8 vectors of 4 operations and an FMA each. Four rows take the
+// keys two at a time (8 accumulators of 16 registers).
+
+// A row's scales for one half chunk (64 channels), spread over its 8 lanes: lane L covers
+// channels 8 L on, in group (those) >> log2_group relative to the half's first group, at
+// `scales`; the half has `count` groups (1, 2, 4 or 8). mask32: lanes below count (f32
+// scales), mask16: dwords below count / 2 (binary16 scales): masked loads read no scale past
+// the half's.
+template <typename S>
+HWY_INLINE __m256 HalfLaneScales(const S* scales, size_t count, __m256i mask32, __m128i mask16,
+                                 __m256i lane_group) {
+  __m256 s;
+  if constexpr (std::is_same_v<S, float>) {
+    s = _mm256_maskload_ps(scales, mask32);
+  } else if (count == 1) {
+    uint16_t bits;
+    std::memcpy(&bits, scales, 2);
+    s = _mm256_cvtph_ps(_mm_cvtsi32_si128(bits));
+  } else {
+    s = _mm256_cvtph_ps(_mm_maskload_epi32(reinterpret_cast<const int*>(scales), mask16));
+  }
+  return _mm256_permutevar8x32_ps(s, lane_group);
+}
+
+template <size_t R, class E>
+HWY_NOINLINE void IntScoreStep(const CacheRows<E>& keys, size_t c0, size_t dim,
+                               const int8_t* HWY_RESTRICT q8, const int32_t* HWY_RESTRICT bias,
+                               const float* HWY_RESTRICT q_scale, float* HWY_RESTRICT st) {
+  static_assert(R == 1 || R == 4, "one or four rows per kv head");
+  static_assert(E::kBits == 4, "I4 keys");
+  using Rows = CacheRows<E>;
+  constexpr size_t C = kInt8ScoreChunk, kKeys = 4, kBlock = R == 1 ? 4 : 2;
+  const int log2_group = keys.element.lookup.log2_group;
+  const size_t bias_stride = dim / 8, chunks = dim / C;
+  const size_t count = std::max<size_t>(1, (C / 2) >> log2_group);
+  const int lane_shift = log2_group - 3;
+  const __m256i lane_group =
+      _mm256_srli_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), lane_shift);
+  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  const __m256i mask32 = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(count)), lane);
+  const __m128i mask16 =
+      _mm_cmpgt_epi32(_mm_set1_epi32(static_cast<int>(count / 2)), _mm256_castsi256_si128(lane));
+  const char* next_rows[kKeys];
+  const uint8_t* rows[kKeys];
+  const typename E::Scale* scales[kKeys];
+  for (size_t k = 0; k < kKeys; ++k) {
+    next_rows[k] = keys.NextKey(c0 + k);
+    rows[k] = reinterpret_cast<const uint8_t*>(keys.Row(c0 + k));
+    scales[k] = keys.element.ScaleOf(keys.Row(c0 + k));
+  }
+  for (const char* next : next_rows) {
+    if (const char* tail = UncoveredTail(next, Rows::Bytes(dim))) RequestIntoL2(tail);
+  }
+  const __m256i offset = _mm256_set1_epi8(static_cast<char>(0x88));
+  const __m256i nibble = _mm256_set1_epi8(0x0F);
+  const __m256i ones = _mm256_set1_epi16(1);
+  HWY_ALIGN float sums[kKeys * R];
+  for (size_t k0 = 0; k0 < kKeys; k0 += kBlock) {
+    __m256 acc[kBlock][R];
+    for (size_t k = 0; k < kBlock; ++k) {
+      for (size_t r = 0; r < R; ++r) acc[k][r] = _mm256_setzero_ps();
+    }
+    for (size_t chunk = 0; chunk < chunks; ++chunk) {
+      if (k0 == 0) {
+        const char* const volatile* next = next_rows;  // see DotBlock
+        for (size_t k = 0; k < kKeys; ++k) RequestIntoL2(next[k] + chunk * 64);
+      }
+      for (size_t half = 0; half < 2; ++half) {
+        const size_t byte = chunk * 64 + half * 32;  // of the row, and of a row's even bytes
+        const size_t first_group = (chunk * C + half * (C / 2)) >> log2_group;
+#pragma GCC unroll 4
+        for (size_t k = 0; k < kBlock; ++k) {
+          const __m256 lane_scales =
+              HalfLaneScales(scales[k0 + k] + first_group, count, mask32, mask16, lane_group);
+          const __m256i u = _mm256_xor_si256(
+              _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows[k0 + k] + byte)), offset);
+          const __m256i low = _mm256_and_si256(u, nibble);
+          const __m256i high = _mm256_and_si256(_mm256_srli_epi16(u, 4), nibble);
+          for (size_t r = 0; r < R; ++r) {
+            const int8_t* q = q8 + r * dim + chunk * C + half * 32;
+            const __m256i even = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q));
+            const __m256i odd = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 64));
+            const __m256i pairs =
+                _mm256_add_epi16(_mm256_maddubs_epi16(low, even), _mm256_maddubs_epi16(high, odd));
+            const __m256i sum =
+                _mm256_add_epi32(_mm256_madd_epi16(pairs, ones),
+                                 _mm256_loadu_si256(reinterpret_cast<const __m256i*>(
+                                     bias + r * bias_stride + chunk * 16 + half * 8)));
+            acc[k][r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), lane_scales, acc[k][r]);
+          }
+        }
+      }
+    }
+    const hn::ScalableTag<float> d;
+    using V = hn::Vec<decltype(d)>;
+    if constexpr (R == 1) {
+      StoreFourSums(d, V{acc[0][0]}, V{acc[1][0]}, V{acc[2][0]}, V{acc[3][0]}, sums);
+    } else {
+      for (size_t k = 0; k < kBlock; ++k) {
+        StoreFourSums(d, V{acc[k][0]}, V{acc[k][1]}, V{acc[k][2]}, V{acc[k][3]},
+                      sums + (k0 + k) * R);
+      }
     }
   }
   for (size_t k = 0; k < kKeys; ++k) {
