@@ -62,6 +62,27 @@ constexpr size_t kVectorRegisters =
     if constexpr (NV > 3) c##r##3 = hn::LoadU(d, c + r * ldc + 3 * N); \
   }
 
+// Vectors 0.. NV - 1 of B row `row` (b.Row(k)) into b0.. b3 (the unused ones repeat b0), in
+// pairs where the row type reads pairs cheaper (BRows::kPairLoads).
+template <size_t NV, class D, class BRows, class V = hn::Vec<D>>
+HWY_INLINE void LoadBRow(D d, const BRows& b, const decltype(b.Row(0)) row, V& b0, V& b1, V& b2,
+                         V& b3) {
+  const size_t N = hn::Lanes(d);
+  if constexpr (BRows::kPairLoads && NV % 2 == 0) {
+    b.LoadPair(d, row, 0, b0, b1);
+    if constexpr (NV == 4) {
+      b.LoadPair(d, row, 2 * N, b2, b3);
+    } else {
+      b2 = b3 = b0;
+    }
+  } else {
+    b0 = b.Load(d, row, 0);
+    b1 = NV > 1 ? b.Load(d, row, N) : b0;
+    b2 = NV > 2 ? b.Load(d, row, 2 * N) : b0;
+    b3 = NV > 3 ? b.Load(d, row, 3 * N) : b0;
+  }
+}
+
 // Row r's FMAs for step kk into the accumulator set `acc` (c, or e for odd k under KS == 2).
 #define SATTN_GEMM_FMA_ROW(acc, r)                                               \
   if constexpr (MR > r) {                                                        \
@@ -85,10 +106,8 @@ constexpr size_t kVectorRegisters =
         RequestRowIntoL2(b.NextValue(kk), BRows::Bytes(NV* N));           \
       }                                                                   \
     }                                                                     \
-    const V b0 = b.Load(d, bk, 0);                                        \
-    const V b1 = NV > 1 ? b.Load(d, bk, N) : b0;                          \
-    const V b2 = NV > 2 ? b.Load(d, bk, 2 * N) : b0;                      \
-    const V b3 = NV > 3 ? b.Load(d, bk, 3 * N) : b0;                      \
+    V b0, b1, b2, b3;                                                     \
+    LoadBRow<NV>(d, b, bk, b0, b1, b2, b3);                               \
     SATTN_GEMM_FMA_ROW(acc, 0);                                           \
     SATTN_GEMM_FMA_ROW(acc, 1);                                           \
     SATTN_GEMM_FMA_ROW(acc, 2);                                           \

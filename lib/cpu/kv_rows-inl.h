@@ -16,6 +16,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 #include "cpu/convert-inl.h"  // the float element types
 #include "hwy/highway.h"
@@ -38,6 +39,17 @@ struct DenseRows {
   DenseRows Columns(size_t first) const { return DenseRows{base + first, ld}; }
   DenseRows WithoutPrefetch() const { return *this; }
   static constexpr bool kPrefetches = false;  // no NextKey, NextValue
+  static constexpr bool kPairLoads = false;   // see CacheRows
+};
+
+// Whether element type E reads two vectors at once cheaper than one at a time (E::LoadPair).
+template <class E, class = void>
+struct ElementPairLoads {
+  static constexpr bool value = false;
+};
+template <class E>
+struct ElementPairLoads<E, std::void_t<decltype(E::kPairLoads)>> {
+  static constexpr bool value = E::kPairLoads;
 };
 
 // Requests the line holding p into the core's L2, not L1 (prefetcht1 on x86, PLDL2KEEP on
@@ -115,6 +127,15 @@ struct CacheRows {
   template <class D>
   HWY_INLINE hn::Vec<D> Load(D d, const T* HWY_RESTRICT row, size_t i) const {
     return element.Load(d, row, i);
+  }
+  // Where the element reads a pair of vectors (elements i.. i + 2 Lanes(d) - 1) in fewer
+  // operations than two Loads (FP8 on AVX2), kernels that read a row's vectors in pairs call
+  // LoadPair.
+  static constexpr bool kPairLoads = ElementPairLoads<E>::value;
+  template <class D>
+  HWY_INLINE void LoadPair(D d, const T* HWY_RESTRICT row, size_t i, hn::Vec<D>& lo,
+                           hn::Vec<D>& hi) const {
+    element.LoadPair(d, row, i, lo, hi);
   }
   // The same rows, and rows to prefetch, from column `columns` on.
   CacheRows Columns(size_t columns) const {

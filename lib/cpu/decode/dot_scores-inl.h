@@ -95,14 +95,16 @@ HWY_INLINE void StoreSixteenSums(D d, V a, V b, V c, V e, float* HWY_RESTRICT ou
 #endif
 
 #define SATTN_DOT_DECLARE(r) V a##r##0 = z, a##r##1 = z, a##r##2 = z, a##r##3 = z;
-#define SATTN_DOT_FMA(r)                                         \
+// Row r's FMAs with key vectors k0..k3 at channel `at`.
+#define SATTN_DOT_FMA_AT(r, at, k0, k1, k2, k3)                  \
   if constexpr (RB > r) {                                        \
-    const V qv = hn::LoadU(d, q + r * ldq + i);                  \
+    const V qv = hn::LoadU(d, q + r * ldq + (at));               \
     a##r##0 = hn::MulAdd(qv, k0, a##r##0);                       \
     a##r##1 = hn::MulAdd(qv, k1, a##r##1);                       \
     if constexpr (KB > 2) a##r##2 = hn::MulAdd(qv, k2, a##r##2); \
     if constexpr (KB > 2) a##r##3 = hn::MulAdd(qv, k3, a##r##3); \
   }
+#define SATTN_DOT_FMA(r) SATTN_DOT_FMA_AT(r, i, k0, k1, k2, k3)
 
 // Scores of 4 query rows (the last 4 - RB of them padding) against keys c0..c0+KB-1 of `keys`
 // (kv_rows-inl.h; KB is 4, or 2: see DotScores): RB x KB named accumulators along head_dim,
@@ -133,7 +135,27 @@ HWY_INLINE void DotBlock(D d, const float* HWY_RESTRICT q, size_t ldq, const KRo
   }
   // clang-format off
   SATTN_DOT_DECLARE(0) SATTN_DOT_DECLARE(1) SATTN_DOT_DECLARE(2) SATTN_DOT_DECLARE(3)
-  for (size_t i = 0; i < dim_pad; i += hn::Lanes(d)) {
+  size_t i = 0;
+  if constexpr (KRows::kPairLoads) {  // two vectors of each row at a time (kv_rows-inl.h)
+    const size_t N = hn::Lanes(d);
+    for (; i + 2 * N <= dim_pad; i += 2 * N) {
+      V k0 = z, k1 = z, k2 = z, k3 = z, h0 = z, h1 = z, h2 = z, h3 = z;
+      keys.LoadPair(d, kr0, i, k0, h0);
+      keys.LoadPair(d, kr1, i, k1, h1);
+      if constexpr (KB > 2) keys.LoadPair(d, kr2, i, k2, h2);
+      if constexpr (KB > 2) keys.LoadPair(d, kr3, i, k3, h3);
+      if constexpr (KRows::kPrefetches) {
+        if (prefetch && KRows::Bytes(i) % 64 < KRows::Bytes(2 * N)) {  // once per line
+          const char* const volatile* rows = next_rows;
+          for (size_t j = 0; j < kNextRows; ++j) RequestIntoL2(rows[j] + KRows::Bytes(i));
+        }
+      }
+      SATTN_DOT_FMA(0) SATTN_DOT_FMA(1) SATTN_DOT_FMA(2) SATTN_DOT_FMA(3)
+      SATTN_DOT_FMA_AT(0, i + N, h0, h1, h2, h3) SATTN_DOT_FMA_AT(1, i + N, h0, h1, h2, h3)
+      SATTN_DOT_FMA_AT(2, i + N, h0, h1, h2, h3) SATTN_DOT_FMA_AT(3, i + N, h0, h1, h2, h3)
+    }
+  }
+  for (; i < dim_pad; i += hn::Lanes(d)) {
     const V k0 = keys.Load(d, kr0, i), k1 = keys.Load(d, kr1, i);
     const V k2 = KB > 2 ? keys.Load(d, kr2, i) : z, k3 = KB > 2 ? keys.Load(d, kr3, i) : z;
     if constexpr (KRows::kPrefetches) {
@@ -182,6 +204,7 @@ HWY_INLINE void DotBlock(D d, const float* HWY_RESTRICT q, size_t ldq, const KRo
 
 #undef SATTN_DOT_DECLARE
 #undef SATTN_DOT_FMA
+#undef SATTN_DOT_FMA_AT
 
 // st[c * ldst + r] = q_r . k_c for r < rows and c < nb_pad (a multiple of 4; keys past nb are
 // padding, zero rows or repeats, whose scores the caller does not read). Each key's rows are
