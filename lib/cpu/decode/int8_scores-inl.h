@@ -88,6 +88,26 @@ inline void QuantizeQueryRows(const float* q, size_t ldq, size_t rows, size_t di
   }
 }
 
+// A step's 4 keys for IntScoreStep: their rows, their scales and the rows to request next
+// (whose last lines, where a row does not start on a line, are requested here).
+template <class E>
+struct IntStepKeys {
+  static constexpr size_t kKeys = 4;
+  const char* next_rows[kKeys];
+  const uint8_t* rows[kKeys];
+  const typename E::Scale* scales[kKeys];
+  IntStepKeys(const CacheRows<E>& keys, size_t c0, size_t dim) {
+    for (size_t k = 0; k < kKeys; ++k) {
+      next_rows[k] = keys.NextKey(c0 + k);
+      rows[k] = reinterpret_cast<const uint8_t*>(keys.Row(c0 + k));
+      scales[k] = keys.element.ScaleOf(keys.Row(c0 + k));
+    }
+    for (const char* next : next_rows) {
+      if (const char* tail = UncoveredTail(next, CacheRows<E>::Bytes(dim))) RequestIntoL2(tail);
+    }
+  }
+};
+
 #undef SATTN_INT8_SCORES  // defined once per target
 #if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
 #define SATTN_INT8_SCORES 1
@@ -119,7 +139,6 @@ SATTN_ATTR_AVX512_VNNI HWY_NOINLINE void IntScoreStep(const CacheRows<E>& keys, 
                                                       float* HWY_RESTRICT st) {
   static_assert(R == 1 || R == 4, "one or four rows per kv head");
   static_assert(E::kBits == 4, "I4 keys");
-  using Rows = CacheRows<E>;
   constexpr size_t C = kInt8ScoreChunk, kKeys = 4;
   const int log2_group = keys.element.lookup.log2_group;
   const size_t bias_stride = dim / 8, chunks = dim / C;
@@ -129,17 +148,10 @@ SATTN_ATTR_AVX512_VNNI HWY_NOINLINE void IntScoreStep(const CacheRows<E>& keys, 
       _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15), lane_shift);
   const size_t groups_per_chunk = std::max<size_t>(1, C >> log2_group);
   const __mmask16 group_mask = static_cast<__mmask16>((1u << groups_per_chunk) - 1);
-  const char* next_rows[kKeys];
-  const uint8_t* rows[kKeys];
-  const typename E::Scale* scales[kKeys];
-  for (size_t k = 0; k < kKeys; ++k) {
-    next_rows[k] = keys.NextKey(c0 + k);
-    rows[k] = reinterpret_cast<const uint8_t*>(keys.Row(c0 + k));
-    scales[k] = keys.element.ScaleOf(keys.Row(c0 + k));
-  }
-  for (const char* next : next_rows) {
-    if (const char* tail = UncoveredTail(next, Rows::Bytes(dim))) RequestIntoL2(tail);
-  }
+  const IntStepKeys<E> step(keys, c0, dim);
+  const char* const* next_rows = step.next_rows;
+  const uint8_t* const* rows = step.rows;
+  const auto* const* scales = step.scales;
   __m512 acc[kKeys][R];
   for (size_t k = 0; k < kKeys; ++k) {
     for (size_t r = 0; r < R; ++r) acc[k][r] = _mm512_setzero_ps();
@@ -225,7 +237,6 @@ HWY_NOINLINE void IntScoreStep(const CacheRows<E>& keys, size_t c0, size_t dim,
                                const float* HWY_RESTRICT q_scale, float* HWY_RESTRICT st) {
   static_assert(R == 1 || R == 4, "one or four rows per kv head");
   static_assert(E::kBits == 4, "I4 keys");
-  using Rows = CacheRows<E>;
   constexpr size_t C = kInt8ScoreChunk, kKeys = 4, kBlock = R == 1 ? 4 : 2;
   const int log2_group = keys.element.lookup.log2_group;
   const size_t bias_stride = dim / 8, chunks = dim / C;
@@ -237,17 +248,10 @@ HWY_NOINLINE void IntScoreStep(const CacheRows<E>& keys, size_t c0, size_t dim,
   const __m256i mask32 = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(count)), lane);
   const __m128i mask16 =
       _mm_cmpgt_epi32(_mm_set1_epi32(static_cast<int>(count / 2)), _mm256_castsi256_si128(lane));
-  const char* next_rows[kKeys];
-  const uint8_t* rows[kKeys];
-  const typename E::Scale* scales[kKeys];
-  for (size_t k = 0; k < kKeys; ++k) {
-    next_rows[k] = keys.NextKey(c0 + k);
-    rows[k] = reinterpret_cast<const uint8_t*>(keys.Row(c0 + k));
-    scales[k] = keys.element.ScaleOf(keys.Row(c0 + k));
-  }
-  for (const char* next : next_rows) {
-    if (const char* tail = UncoveredTail(next, Rows::Bytes(dim))) RequestIntoL2(tail);
-  }
+  const IntStepKeys<E> step(keys, c0, dim);
+  const char* const* next_rows = step.next_rows;
+  const uint8_t* const* rows = step.rows;
+  const auto* const* scales = step.scales;
   const __m256i offset = _mm256_set1_epi8(static_cast<char>(0x88));
   const __m256i nibble = _mm256_set1_epi8(0x0F);
   const __m256i ones = _mm256_set1_epi16(1);
