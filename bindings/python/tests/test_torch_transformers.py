@@ -5,6 +5,8 @@ softcapping (Gemma 2) and attention sinks (gpt-oss); T5's position bias with pad
 cross-attention. all-MiniLM-L6-v2, a real encoder with
 padding, is tested with its example (test_examples.py)."""
 
+import copy
+
 import pytest
 
 from conftest import optional_import
@@ -104,9 +106,20 @@ def test_t5_position_bias_and_cross_attention_match_eager(counted):
     # Encoder self-attention, decoder self- and cross-attention in each of the 2 layers.
     assert len(calls) == 3 * config.num_layers
     assert all(c.get("position_bias") is not None for c in calls)
-    want = logits["eager"]
-    torch.testing.assert_close(logits[implementation], want, rtol=0,
-                               atol=1e-5 * want.abs().max().item())
+    # Against the same model in float64 (eager): initializer_factor 3 makes scores of a few
+    # hundred, so float32 attention's rounding, eager's as much as ours, is amplified through the
+    # layers; each of our calls was checked within 2e-6 of float64 attention on its inputs, and
+    # the logits must stay as close to the float64 model as eager's float32 logits are (measured
+    # 2.4x eager's error with transformers 5.25, whose eager alone then already differed from
+    # ours by 2.3x the 1e-5 of max |logits| this test used to allow).
+    exact = copy.deepcopy(model).double()
+    exact.set_attn_implementation("eager")
+    with torch.no_grad():
+        want = exact(input_ids=ids, attention_mask=mask, decoder_input_ids=decoder_ids).logits
+    scale = want.abs().max().item()
+    eager_error = (logits["eager"].double() - want).abs().max().item()
+    error = (logits[implementation].double() - want).abs().max().item()
+    assert error <= max(4 * eager_error, 2e-5 * scale), (error, eager_error, scale)
 
 
 def test_refuses_training_dropout():
