@@ -135,9 +135,10 @@ AttentionCall::AttentionCall(const AttentionCase& c)
   alibi.FillUniform(rng, 0.01, 0.5);
   sinks.FillUniform(rng, -2.0, 2.0);
   std::uniform_real_distribution<double> u(0.0, 1.0);
-  ForEachIndex(mask.shape(), [&](const std::vector<int64_t>& i) {
-    mask.Set(i, u(rng) < c.mask_hide_fraction ? -INFINITY : 4.0 * u(rng) - 2.0);
-  });
+  Array mask_values(mask.shape());
+  for (double& m : mask_values.data)
+    m = u(rng) < c.mask_hide_fraction ? -INFINITY : 4.0 * u(rng) - 2.0;
+  mask.FromArray(mask_values);
   for (int64_t b = 0; b < c.batch; ++b) {
     seqused_k.Set({b}, c.seqused_k.empty() ? c.seq_k : c.seqused_k[b]);
   }
@@ -240,14 +241,16 @@ reference::AttentionSpec AttentionCall::Spec(const AttentionCase& c) const {
 
 Array AttentionCall::LogicalKeys(const AttentionCase& c, const HostTensor& t) const {
   if (c.page_size == 0) return t.ToArray();
-  const int64_t dim = t.shape()[3];
-  Array a({c.batch, c.seq_k, c.heads_kv, dim});
+  // The pages' rows of [heads_kv, dim] elements, copied whole from the pool in table order.
+  const Array pool = t.ToArray();
+  const int64_t row = c.heads_kv * t.shape()[3];
+  Array a({c.batch, c.seq_k, c.heads_kv, t.shape()[3]});
   for (int64_t b = 0; b < c.batch; ++b) {
     const int64_t used = c.seqused_k.empty() ? c.seq_k : c.seqused_k[b];
     for (int64_t j = 0; j < used; ++j) {
       const int64_t page = static_cast<int64_t>(block_table.Get({b, j / c.page_size}));
-      for (int64_t h = 0; h < c.heads_kv; ++h)
-        for (int64_t d = 0; d < dim; ++d) a({b, j, h, d}) = t.Get({page, j % c.page_size, h, d});
+      const double* from = pool.data.data() + (page * c.page_size + j % c.page_size) * row;
+      std::copy(from, from + row, a.data.data() + (b * c.seq_k + j) * row);
     }
   }
   return a;
@@ -258,19 +261,25 @@ Array AttentionCall::KeyValues(const AttentionCase& c, const HostTensor& t) cons
   Array a = LogicalKeys(c, t);
   if (format == 0) return a;
   const HostTensor& scales = &t == &k ? k_scales : v_scales;
-  // Flat row-major indices: element i is channel i % dim of row i / dim, and rows cycle
-  // through the kv heads.
-  const int64_t dim = a.shape[3];
+  // Rows in row-major order cycle through the kv heads.
+  const int64_t dim = a.shape[3], rows = dim > 0 ? a.size() / dim : 0;
+  double* row = a.data.data();
   if (format == SATTN_DTYPE_FP8_E4M3) {
     const Array s = scales.ToArray();
-    for (int64_t i = 0; i < a.size(); ++i) {
-      a.data[i] *= s.data[s.size() == 1 ? 0 : i / dim % c.heads_kv];
+    for (int64_t r = 0; r < rows; ++r, row += dim) {
+      const double scale = s.data[s.size() == 1 ? 0 : r % c.heads_kv];
+      for (int64_t d = 0; d < dim; ++d) row[d] *= scale;
     }
     return a;
   }
   const Array s = LogicalKeys(c, scales);
   const int64_t groups = s.shape[3], group = dim / groups;
-  for (int64_t i = 0; i < a.size(); ++i) a.data[i] *= s.data[i / dim * groups + i % dim / group];
+  const double* scale = s.data.data();
+  for (int64_t r = 0; r < rows; ++r, row += dim, scale += groups) {
+    for (int64_t g = 0; g < groups; ++g) {
+      for (int64_t d = g * group; d < (g + 1) * group; ++d) row[d] *= scale[g];
+    }
+  }
   return a;
 }
 

@@ -1,8 +1,10 @@
 #include "test_util.h"
 
 #include <algorithm>
+#include <array>
 #include <stdexcept>
 #include <thread>
+#include <type_traits>
 
 #include "core/dtype.h"
 
@@ -27,6 +29,33 @@ float FromF16ByDefinition(uint16_t h) {
   return static_cast<float>((h & 0x8000) ? -v : v);
 }
 
+// Round to the nearest integer, ties to even, as std::nearbyint in the default rounding mode
+// but without its library call (a fifth of some conversions' time, more under emulation):
+// adding and subtracting 2^52 leaves the nearest integer of any |x| < 2^52; larger ones are
+// integers already.
+double NearestEven(double x) {
+  const double a = std::fabs(x);
+  if (!(a < 0x1p52)) return x;
+  return std::copysign((a + 0x1p52) - 0x1p52, x);
+}
+
+// I8's and I4's value of x: rounded to nearest even, saturated.
+double RoundToI8(double x) { return std::clamp(NearestEven(x), -128.0, 127.0); }
+double RoundToI4(double x) { return std::clamp(NearestEven(x), -8.0, 7.0); }
+
+float FromE4M3ByDefinition(uint8_t b) {
+  const int e = (b >> 3) & 0xF, m = b & 0x7;
+  double v;
+  if (e == 0xF && m == 0x7) {
+    v = std::numeric_limits<double>::quiet_NaN();
+  } else if (e == 0) {
+    v = std::ldexp(static_cast<double>(m), -9);
+  } else {
+    v = std::ldexp(8.0 + m, e - 10);
+  }
+  return static_cast<float>((b & 0x80) ? -v : v);
+}
+
 }  // namespace
 
 // Written from the IEEE definitions by repeated scaling, unlike the library's bit tricks.
@@ -36,12 +65,12 @@ uint16_t ToF16(float f) {
   double a = std::fabs(static_cast<double>(f));
   if (a >= 65520.0) return sign | 0x7C00;
   if (a < 0x1p-14) {  // subnormal: multiples of 2^-24
-    const double q = std::nearbyint(a * 0x1p24);
+    const double q = NearestEven(a * 0x1p24);
     return sign | static_cast<uint16_t>(q);
   }
   int e;
-  const double m = std::frexp(a, &e);     // a = m * 2^e, m in [0.5, 1)
-  double q = std::nearbyint(m * 2048.0);  // 11 significant bits
+  const double m = std::frexp(a, &e);  // a = m * 2^e, m in [0.5, 1)
+  double q = NearestEven(m * 2048.0);  // 11 significant bits
   if (q == 2048.0) {
     q = 1024.0;
     ++e;
@@ -71,39 +100,52 @@ uint16_t ToBF16(float f) {
 float FromBF16(uint16_t b) { return BitsToFloat(static_cast<uint32_t>(b) << 16); }
 
 float FromE4M3(uint8_t b) {
-  const int e = (b >> 3) & 0xF, m = b & 0x7;
-  double v;
-  if (e == 0xF && m == 0x7) {
-    v = std::numeric_limits<double>::quiet_NaN();
-  } else if (e == 0) {
-    v = std::ldexp(static_cast<double>(m), -9);
-  } else {
-    v = std::ldexp(8.0 + m, e - 10);
-  }
-  return static_cast<float>((b & 0x80) ? -v : v);
+  static const std::array<float, 256> table = [] {
+    std::array<float, 256> t;
+    for (int i = 0; i < 256; ++i) t[i] = FromE4M3ByDefinition(static_cast<uint8_t>(i));
+    return t;
+  }();
+  return table[b];
 }
 
 uint8_t ToE4M3(float f) {
   if (std::isnan(f)) return 0x7F;
   // The non-negative finite codes 0x00..0x7E in ascending order of value.
-  static const std::vector<float> values = [] {
-    std::vector<float> t(0x7F);
+  static const std::array<float, 0x7F> values = [] {
+    std::array<float, 0x7F> t;
     for (int c = 0; c < 0x7F; ++c) t[c] = FromE4M3(static_cast<uint8_t>(c));
+    return t;
+  }();
+  // Where the search for each float of the form 2^e * 1.xxx (its top three mantissa bits, the
+  // rest zero) ends: the first value not below it. Every value has this form (the subnormals
+  // too), so the floats that share a start's eleven top bits lie between one value and the
+  // next, and one comparison finishes the search for any of them (random inputs made the
+  // branches of a whole binary search a tenth of the suite's time).
+  static const std::array<uint8_t, 2048> first_not_below = [] {
+    std::array<uint8_t, 2048> t;
+    for (uint32_t top = 0; top < t.size(); ++top) {
+      float start;
+      const uint32_t bits = top << 20;
+      std::memcpy(&start, &bits, sizeof(start));
+      t[top] = static_cast<uint8_t>(std::lower_bound(values.begin(), values.end(), start) -
+                                    values.begin());
+    }
     return t;
   }();
   const uint8_t sign = std::signbit(f) ? 0x80 : 0;
   const float a = std::fabs(f);
-  // The two codes around a (by a binary search of the ascending values), then the nearer.
-  const int above =
-      static_cast<int>(std::lower_bound(values.begin(), values.end(), a) - values.begin());
+  // The two codes around a: `above` is the first value >= a, as std::lower_bound would give.
+  uint32_t bits;
+  std::memcpy(&bits, &a, sizeof(bits));
+  int above = first_not_below[bits >> 20];
+  if (above < 0x7F && values[above] < a) ++above;
   if (above == 0) return sign;
   if (above == 0x7F) return sign | 0x7E;  // beyond 448: saturated
   const int below = above - 1;
   const double d_below = a - static_cast<double>(values[below]);
   const double d_above = static_cast<double>(values[above]) - a;
-  const int best = d_below < d_above   ? below
-                   : d_above < d_below ? above
-                                       : (below % 2 == 0 ? below : above);
+  // The nearer, and of two as near the even code (as a sum: no branch to mispredict).
+  const int best = below + int{d_above < d_below || (d_above == d_below && below % 2 != 0)};
   return sign | static_cast<uint8_t>(best);
 }
 
@@ -119,9 +161,9 @@ double RoundTo(sattn_dtype dtype, double x) {
     case SATTN_DTYPE_I32:
       return static_cast<int32_t>(x);
     case SATTN_DTYPE_I8:
-      return std::clamp(std::nearbyint(x), -128.0, 127.0);
+      return RoundToI8(x);
     case SATTN_DTYPE_I4:
-      return std::clamp(std::nearbyint(x), -8.0, 7.0);
+      return RoundToI4(x);
     case SATTN_DTYPE_FP8_E4M3:
       return FromE4M3(ToE4M3(f));
   }
@@ -182,24 +224,107 @@ int64_t HostTensor::NumElements() const {
   return n;
 }
 
-int64_t HostTensor::ElementOffset(const std::vector<int64_t>& index) const {
+int64_t HostTensor::ElementOffset(const int64_t* index, size_t rank) const {
+  if (rank != shape_.size()) throw std::out_of_range("HostTensor index rank");
   int64_t offset = 0;
-  for (size_t i = 0; i < index.size(); ++i) {
+  for (size_t i = 0; i < rank; ++i) {
     if (index[i] < 0 || index[i] >= shape_[i]) throw std::out_of_range("HostTensor index");
     offset += index[i] * strides_[i];
   }
   return 8 * base_offset_ + offset * element_bits_;
 }
 
+namespace {
+
+// One dtype's element at a bit offset of a buffer, read as a double or written rounded to the
+// dtype. Whole-tensor loops choose the dtype once (WithDType), not once an element: the
+// suite's larger cases convert millions of elements, under sanitizers and emulators too.
+template <sattn_dtype kDType>
+double LoadElement(const uint8_t* storage, int64_t bit_offset) {
+  const uint8_t* p = storage + bit_offset / 8;
+  if constexpr (kDType == SATTN_DTYPE_I8) {
+    return static_cast<int8_t>(*p);
+  } else if constexpr (kDType == SATTN_DTYPE_FP8_E4M3) {
+    return FromE4M3(*p);
+  } else if constexpr (kDType == SATTN_DTYPE_I4) {
+    const int nibble = (*p >> (bit_offset % 8)) & 0xF;
+    return nibble >= 8 ? nibble - 16 : nibble;
+  } else if constexpr (kDType == SATTN_DTYPE_I32) {
+    int32_t i;
+    std::memcpy(&i, p, 4);
+    return i;
+  } else if constexpr (kDType == SATTN_DTYPE_F32) {
+    float f;
+    std::memcpy(&f, p, 4);
+    return f;
+  } else {
+    uint16_t h;
+    std::memcpy(&h, p, 2);
+    return kDType == SATTN_DTYPE_F16 ? FromF16(h) : FromBF16(h);
+  }
+}
+
+template <sattn_dtype kDType>
+void StoreElement(uint8_t* storage, int64_t bit_offset, double value) {
+  uint8_t* p = storage + bit_offset / 8;
+  if constexpr (kDType == SATTN_DTYPE_I8) {
+    *p = static_cast<uint8_t>(static_cast<int8_t>(RoundToI8(value)));
+  } else if constexpr (kDType == SATTN_DTYPE_FP8_E4M3) {
+    *p = ToE4M3(static_cast<float>(value));
+  } else if constexpr (kDType == SATTN_DTYPE_I4) {
+    const int shift = static_cast<int>(bit_offset % 8);
+    const int q = static_cast<int>(RoundToI4(value)) & 0xF;
+    *p = static_cast<uint8_t>((*p & ~(0xF << shift)) | (q << shift));
+  } else if constexpr (kDType == SATTN_DTYPE_I32) {
+    const int32_t i = static_cast<int32_t>(value);
+    std::memcpy(p, &i, 4);
+  } else if constexpr (kDType == SATTN_DTYPE_F32) {
+    const float f = static_cast<float>(value);
+    std::memcpy(p, &f, 4);
+  } else {
+    const float f = static_cast<float>(value);
+    const uint16_t h = kDType == SATTN_DTYPE_F16 ? ToF16(f) : ToBF16(f);
+    std::memcpy(p, &h, 2);
+  }
+}
+
+// f(std::integral_constant<sattn_dtype, D>{}) for the D that `dtype` names; any other value is
+// stored as bfloat16 (the constructor gives it 16 bits), so that a test may build a tensor of a
+// bad dtype for a call to reject.
+template <typename F>
+decltype(auto) WithDType(sattn_dtype dtype, F&& f) {
+  switch (dtype) {
+    case SATTN_DTYPE_F32:
+      return f(std::integral_constant<sattn_dtype, SATTN_DTYPE_F32>{});
+    case SATTN_DTYPE_F16:
+      return f(std::integral_constant<sattn_dtype, SATTN_DTYPE_F16>{});
+    case SATTN_DTYPE_I32:
+      return f(std::integral_constant<sattn_dtype, SATTN_DTYPE_I32>{});
+    case SATTN_DTYPE_I8:
+      return f(std::integral_constant<sattn_dtype, SATTN_DTYPE_I8>{});
+    case SATTN_DTYPE_FP8_E4M3:
+      return f(std::integral_constant<sattn_dtype, SATTN_DTYPE_FP8_E4M3>{});
+    case SATTN_DTYPE_I4:
+      return f(std::integral_constant<sattn_dtype, SATTN_DTYPE_I4>{});
+    default:
+      return f(std::integral_constant<sattn_dtype, SATTN_DTYPE_BF16>{});
+  }
+}
+
+}  // namespace
+
 template <typename F>
 void HostTensor::ForEachElementOffset(F&& f) const {
   const int rank = static_cast<int>(shape_.size());
   if (NumElements() == 0) return;
-  std::vector<int64_t> index(rank, 0);
   int64_t offset = 8 * base_offset_;
+  if (rank == 0) return f(offset);
+  // The innermost dimension in a plain loop, the outer ones by an odometer.
+  const int64_t inner = shape_[rank - 1], inner_step = strides_[rank - 1] * element_bits_;
+  std::vector<int64_t> index(rank, 0);
   for (;;) {
-    f(offset);
-    int d = rank - 1;
+    for (int64_t i = 0, o = offset; i < inner; ++i, o += inner_step) f(o);
+    int d = rank - 2;
     for (; d >= 0; --d) {
       offset += strides_[d] * element_bits_;
       if (++index[d] < shape_[d]) break;
@@ -211,85 +336,48 @@ void HostTensor::ForEachElementOffset(F&& f) const {
 }
 
 double HostTensor::GetAt(int64_t bit_offset) const {
-  const uint8_t* p = storage_.data() + bit_offset / 8;
-  switch (dtype_) {
-    case SATTN_DTYPE_I8:
-      return static_cast<int8_t>(*p);
-    case SATTN_DTYPE_FP8_E4M3:
-      return FromE4M3(*p);
-    case SATTN_DTYPE_I4: {
-      const int nibble = (*p >> (bit_offset % 8)) & 0xF;
-      return nibble >= 8 ? nibble - 16 : nibble;
-    }
-    default:
-      break;
-  }
-  if (dtype_ == SATTN_DTYPE_I32) {
-    int32_t i;
-    std::memcpy(&i, p, 4);
-    return i;
-  }
-  if (dtype_ == SATTN_DTYPE_F32) {
-    float f;
-    std::memcpy(&f, p, 4);
-    return f;
-  }
-  uint16_t h;
-  std::memcpy(&h, p, 2);
-  return dtype_ == SATTN_DTYPE_F16 ? FromF16(h) : FromBF16(h);
+  return WithDType(
+      dtype_, [&](auto d) { return LoadElement<decltype(d)::value>(storage_.data(), bit_offset); });
 }
 
 void HostTensor::SetAt(int64_t bit_offset, double value) {
-  uint8_t* p = storage_.data() + bit_offset / 8;
-  switch (dtype_) {
-    case SATTN_DTYPE_I8:
-      *p = static_cast<uint8_t>(static_cast<int8_t>(RoundTo(dtype_, value)));
-      return;
-    case SATTN_DTYPE_FP8_E4M3:
-      *p = ToE4M3(static_cast<float>(value));
-      return;
-    case SATTN_DTYPE_I4: {
-      const int shift = static_cast<int>(bit_offset % 8);
-      const int q = static_cast<int>(RoundTo(dtype_, value)) & 0xF;
-      *p = static_cast<uint8_t>((*p & ~(0xF << shift)) | (q << shift));
-      return;
-    }
-    default:
-      break;
-  }
-  if (dtype_ == SATTN_DTYPE_I32) {
-    const int32_t i = static_cast<int32_t>(value);
-    std::memcpy(p, &i, 4);
-    return;
-  }
-  const float f = static_cast<float>(value);
-  if (dtype_ == SATTN_DTYPE_F32) {
-    std::memcpy(p, &f, 4);
-    return;
-  }
-  const uint16_t h = dtype_ == SATTN_DTYPE_F16 ? ToF16(f) : ToBF16(f);
-  std::memcpy(p, &h, 2);
+  WithDType(dtype_,
+            [&](auto d) { StoreElement<decltype(d)::value>(storage_.data(), bit_offset, value); });
 }
 
 double HostTensor::Get(const std::vector<int64_t>& index) const {
-  return GetAt(ElementOffset(index));
+  return GetAt(ElementOffset(index.data(), index.size()));
+}
+
+double HostTensor::Get(std::initializer_list<int64_t> index) const {
+  return GetAt(ElementOffset(index.begin(), index.size()));
 }
 
 void HostTensor::Set(const std::vector<int64_t>& index, double value) {
-  SetAt(ElementOffset(index), value);
+  SetAt(ElementOffset(index.data(), index.size()), value);
+}
+
+void HostTensor::Set(std::initializer_list<int64_t> index, double value) {
+  SetAt(ElementOffset(index.begin(), index.size()), value);
 }
 
 Array HostTensor::ToArray() const {
   Array a(shape_);
-  int64_t n = 0;
-  ForEachElementOffset([&](int64_t offset) { a.data[n++] = GetAt(offset); });
+  double* out = a.data.data();
+  WithDType(dtype_, [&](auto d) {
+    ForEachElementOffset(
+        [&](int64_t offset) { *out++ = LoadElement<decltype(d)::value>(storage_.data(), offset); });
+  });
   return a;
 }
 
 void HostTensor::FromArray(const Array& a) {
   if (a.shape != shape_) throw std::invalid_argument("HostTensor::FromArray: shape mismatch");
-  int64_t n = 0;
-  ForEachElementOffset([&](int64_t offset) { SetAt(offset, a.data[n++]); });
+  const double* in = a.data.data();
+  WithDType(dtype_, [&](auto d) {
+    ForEachElementOffset(
+        [&](int64_t offset) { StoreElement<decltype(d)::value>(storage_.data(), offset, *in++); });
+  });
 }
 
 void HostTensor::FillUniform(std::mt19937_64& rng, double lo, double hi) {
@@ -297,12 +385,15 @@ void HostTensor::FillUniform(std::mt19937_64& rng, double lo, double hi) {
   // std::uniform_real_distribution (long double arithmetic) were a fifth of the time of the
   // suite's larger tests, which fill millions of elements.
   uint64_t state = rng();
-  ForEachElementOffset([&](int64_t offset) {
-    uint64_t z = (state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    z ^= z >> 31;
-    SetAt(offset, lo + (hi - lo) * (static_cast<double>(z >> 11) * 0x1.0p-53));
+  WithDType(dtype_, [&](auto d) {
+    ForEachElementOffset([&](int64_t offset) {
+      uint64_t z = (state += 0x9E3779B97F4A7C15ull);
+      z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+      z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+      z ^= z >> 31;
+      StoreElement<decltype(d)::value>(storage_.data(), offset,
+                                       lo + (hi - lo) * (static_cast<double>(z >> 11) * 0x1.0p-53));
+    });
   });
 }
 

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <initializer_list>
 #include <limits>
 #include <random>
 #include <string>
@@ -61,6 +62,10 @@ class HostTensor {
 
   double Get(const std::vector<int64_t>& index) const;
   void Set(const std::vector<int64_t>& index, double value);  // rounded to the dtype
+  // The same for a braced index ({b, s, h, d}) without building a vector on the heap: the
+  // suite's element-by-element copies make millions of these calls.
+  double Get(std::initializer_list<int64_t> index) const;
+  void Set(std::initializer_list<int64_t> index, double value);
 
   // All of the logical tensor as doubles, and back (rounding to the dtype).
   Array ToArray() const;
@@ -77,7 +82,7 @@ class HostTensor {
 
  private:
   // Offsets count bits from the buffer's start (i4 elements are half bytes).
-  int64_t ElementOffset(const std::vector<int64_t>& index) const;
+  int64_t ElementOffset(const int64_t* index, size_t rank) const;
   // f(bit offset) for every element, in row-major logical order (offsets kept by an odometer,
   // not recomputed per element: the whole-tensor loops of the suite's larger cases).
   template <typename F>
