@@ -4,8 +4,9 @@
 set -euo pipefail
 
 # libopenmpi-dev and openmpi-bin (mpirun): the optional MPI component, libstreamattn_mpi.
-packages=(build-essential cmake pkg-config libhwy-dev libtbb-dev libgtest-dev libgmock-dev
-          libbenchmark-dev libopenblas-dev libopenmpi-dev openmpi-bin "$@")
+# ccache: scripts/build.sh compiles through it.
+packages=(build-essential cmake ccache pkg-config libhwy-dev libtbb-dev libgtest-dev
+          libgmock-dev libbenchmark-dev libopenblas-dev libopenmpi-dev openmpi-bin "$@")
 
 # Once foreign architectures are enabled (scripts/test-arm.sh adds arm64 and armhf), dpkg-query
 # lists a name once per installed architecture: only the native or arch-independent one counts.
