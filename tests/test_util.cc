@@ -288,26 +288,29 @@ void StoreElement(uint8_t* storage, int64_t bit_offset, double value) {
   }
 }
 
-// f(std::integral_constant<sattn_dtype, D>{}) for the D that `dtype` names; any other value is
-// stored as bfloat16 (the constructor gives it 16 bits), so that a test may build a tensor of a
-// bad dtype for a call to reject.
+template <sattn_dtype D>
+using DTypeTag = std::integral_constant<sattn_dtype, D>;
+
+// f(DTypeTag<D>{}) for the D that `dtype` names; any other value is stored as bfloat16 (the
+// constructor gives it 16 bits), so that a test may build a tensor of a bad dtype for a call to
+// reject.
 template <typename F>
 decltype(auto) WithDType(sattn_dtype dtype, F&& f) {
   switch (dtype) {
     case SATTN_DTYPE_F32:
-      return f(std::integral_constant<sattn_dtype, SATTN_DTYPE_F32>{});
+      return f(DTypeTag<SATTN_DTYPE_F32>{});
     case SATTN_DTYPE_F16:
-      return f(std::integral_constant<sattn_dtype, SATTN_DTYPE_F16>{});
+      return f(DTypeTag<SATTN_DTYPE_F16>{});
     case SATTN_DTYPE_I32:
-      return f(std::integral_constant<sattn_dtype, SATTN_DTYPE_I32>{});
+      return f(DTypeTag<SATTN_DTYPE_I32>{});
     case SATTN_DTYPE_I8:
-      return f(std::integral_constant<sattn_dtype, SATTN_DTYPE_I8>{});
+      return f(DTypeTag<SATTN_DTYPE_I8>{});
     case SATTN_DTYPE_FP8_E4M3:
-      return f(std::integral_constant<sattn_dtype, SATTN_DTYPE_FP8_E4M3>{});
+      return f(DTypeTag<SATTN_DTYPE_FP8_E4M3>{});
     case SATTN_DTYPE_I4:
-      return f(std::integral_constant<sattn_dtype, SATTN_DTYPE_I4>{});
+      return f(DTypeTag<SATTN_DTYPE_I4>{});
     default:
-      return f(std::integral_constant<sattn_dtype, SATTN_DTYPE_BF16>{});
+      return f(DTypeTag<SATTN_DTYPE_BF16>{});
   }
 }
 
