@@ -205,11 +205,12 @@ for arch in "${arches[@]}"; do
       # shared one with oneTBB under the SVE cores (the Neoverse servers it serves). Each
       # Highway target's kernels are the same code in both, so between them every target still
       # runs every test once (SVE the long-vector ones, see above), and each configuration's
-      # own code (its threads, its packaging) runs the whole suite. Measured on the CI's 2 cores, shared with other builds (load
-      # 7-11): the oneTBB build 849 s (367 s unloaded), then the static one 12 s, 62 of its 64
-      # objects from ccache; the NEON run 244 tests in 262 s on the static build (243 in 81 s
-      # unloaded on the oneTBB one), so the embedded configuration costs the aarch64 stage about
-      # 12 s, against a second full build (~350 s unloaded) or a second suite run.
+      # own code (its threads, its packaging) runs the whole suite. Measured on the CI's 2
+      # cores, shared with other builds (load 7-11): the oneTBB build 849 s (367 s unloaded),
+      # then the static one 12 s, 62 of its 64 objects from ccache; the NEON run 244 tests in
+      # 262 s on the static build (243 in 81 s unloaded on the oneTBB one), so the embedded
+      # configuration costs the aarch64 stage about 12 s, against a second full build (~350 s
+      # unloaded) or a second suite run.
       build aarch64 build-aarch64 shared
       build aarch64 build-aarch64-embedded static
       fallback="f16 f32-fma, bf16 f32-fma" native="f16 neon-fp16, bf16 neon-bf16"
