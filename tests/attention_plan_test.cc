@@ -256,8 +256,53 @@ void TestMlaShapes() {
   EXPECT_EQ(wide.positions, 1);
   EXPECT_LE(MakeAttentionScratchLayout(wide).bytes, size_t{2} << 20);
   const AttentionPlan narrow = MakeAttentionPlan(d, ArgsOf(4096, 8, 8, 128, DType::kBF16));
-  EXPECT_EQ(narrow.positions, 384);
-  EXPECT_EQ(MakeAttentionPlan(d, ArgsOf(4096, 8, 8, 256, DType::kBF16)).positions, 192);
+  const AttentionPlan narrow256 = MakeAttentionPlan(d, ArgsOf(4096, 8, 8, 256, DType::kBF16));
+  if (kSpreadScoreRows) {  // fewer, as TestItemRowsSpreadScoresOverL1Sets checks
+    EXPECT_GT(narrow.positions, 192);
+    EXPECT_LE(narrow.positions, 384);
+    EXPECT_GT(narrow256.positions, 96);
+    EXPECT_LE(narrow256.positions, 192);
+  } else {
+    EXPECT_EQ(narrow.positions, 384);
+    EXPECT_EQ(narrow256.positions, 192);
+  }
+}
+
+// Prefill's items of several per call take the target's rows, or on x86 below AVX-512 the most
+// rows above half of them whose S^T rows are not a multiple of 128 bytes apart (and so spread
+// over L1's sets), in whole widest panels. An item that is the whole call keeps its rows.
+void TestItemRowsSpreadScoresOverL1Sets() {
+  const hn::ScalableTag<float> d;
+  const size_t lanes = hn::Lanes(d), panel = kNvS * lanes;
+  auto spread = [](size_t rows_pad) { return rows_pad * sizeof(float) % 128 != 0; };
+  size_t changed = 0;
+  for (int64_t dim : {64, 128, 256}) {
+    for (int64_t group : {1, 2, 3, 4, 5, 6, 8, 12, 16, 32, 64}) {
+      const int64_t target = std::max<int64_t>(1, TargetRows(dim, dim) / group);
+      const AttentionPlan c = MakeAttentionPlan(d, ArgsOf(8192, 8 * group, 8, dim, DType::kF16));
+      SCOPED_TRACE(::testing::Message() << "dim " << dim << ", group " << group);
+      if (!kSpreadScoreRows || spread(RoundUp(static_cast<size_t>(target * group), panel))) {
+        EXPECT_EQ(c.positions, target);
+        continue;
+      }
+      // No candidate between the one chosen and the target qualifies.
+      auto qualifies = [&](int64_t positions) {
+        const size_t rows = static_cast<size_t>(positions * group);
+        return positions > target / 2 && rows % panel == 0 && spread(rows);
+      };
+      for (int64_t p = c.positions + 1; p < target; ++p) EXPECT_FALSE(qualifies(p)) << p;
+      if (c.positions == target) continue;  // none qualifies
+      ++changed;
+      EXPECT_TRUE(qualifies(c.positions)) << c.positions;
+      EXPECT_EQ(c.panel_vectors, kNvS);
+      EXPECT_EQ(c.rows_pad, static_cast<size_t>(c.positions * group));
+      EXPECT_TRUE(spread(c.rows_pad)) << c.rows_pad;
+    }
+  }
+  // 384 rows of head_dim 128 in panels of 3 vectors are 1536 bytes apart: always changed there.
+  EXPECT_EQ(changed > 0, kSpreadScoreRows);
+  // One item per call: its rows, whatever their stride (384 positions of one kv head).
+  EXPECT_EQ(MakeAttentionPlan(d, ArgsOf(384, 8, 8, 128, DType::kF16)).positions, 384);
 }
 
 }  // namespace HWY_NAMESPACE
@@ -275,6 +320,7 @@ HWY_EXPORT_AND_TEST_P(AttentionPlanTest, TestPathFollowsRowsPerHead);
 HWY_EXPORT_AND_TEST_P(AttentionPlanTest, TestTileShapesFitTheWork);
 HWY_EXPORT_AND_TEST_P(AttentionPlanTest, TestScratchLayoutIsTypedAndDisjoint);
 HWY_EXPORT_AND_TEST_P(AttentionPlanTest, TestMlaShapes);
+HWY_EXPORT_AND_TEST_P(AttentionPlanTest, TestItemRowsSpreadScoresOverL1Sets);
 
 }  // namespace
 }  // namespace streamattn
