@@ -30,23 +30,26 @@ inline float E4M3ToF32(uint8_t b) {
 
 constexpr float kE4M3Max = 448.0f;
 
-// The nearest E4M3 to a finite x, ties to even, saturated to +-448.
+// The nearest E4M3 to a finite x, ties to even, saturated to +-448, by bit arithmetic with no
+// libm call (sattn_quantize_kv runs it per element). Below 2^-6 the quantum is 2^-9: x * 2^9
+// (exact) is rounded to an integer by adding and subtracting 2^23. Above, the float's 23
+// mantissa bits are rounded to 3, ties to even, a carry moving into the exponent, which is then
+// rebiased from 127 to 7. The same byte as the frexp/nearbyint formulation it replaced, for
+// every finite float (all 2^32 bit patterns were compared).
 inline uint8_t F32ToE4M3(float x) {
-  const uint8_t sign = std::signbit(x) ? 0x80 : 0x00;
-  const float a = std::fabs(x);
-  if (a >= kE4M3Max) return sign | 0x7E;
-  if (a == 0.0f) return sign;
-  int e;
-  std::frexp(a, &e);  // a = f * 2^e, f in [0.5, 1)
-  // Quantum of a's binade: 2^(e - 4) for normals (3 mantissa bits), 2^-9 below 2^-6.
-  const int quantum_exponent = e - 1 < -6 ? -9 : e - 4;
-  // a / quantum is exact (a power of two apart), and rounds to nearest even here; the integer
-  // it gives is the encoding's low bits, a carry into the exponent included.
-  const float steps = std::nearbyint(std::ldexp(a, -quantum_exponent));
-  const int biased = quantum_exponent == -9 ? 0 : e - 1 + 7;  // the binade's exponent field
-  const int code =
-      biased == 0 ? static_cast<int>(steps) : (biased << 3) + static_cast<int>(steps) - 8;
-  return static_cast<uint8_t>(sign | (code > 0x7E ? 0x7E : code));
+  const uint32_t bits = FloatBits(x);
+  const uint8_t sign = static_cast<uint8_t>((bits >> 24) & 0x80u);
+  const uint32_t magnitude = bits & 0x7FFFFFFFu;
+  if (BitsToFloat(magnitude) >= kE4M3Max) return sign | 0x7E;
+  if (magnitude < 0x3C800000u) {  // below 2^-6: codes 0..7 (subnormal), and 8 for 2^-6 itself
+    // 2^23, where the sum's last bit is worth 1.
+    constexpr float kRound = 8388608.0f;
+    const float steps = (BitsToFloat(magnitude) * 512.0f + kRound) - kRound;
+    return static_cast<uint8_t>(sign | static_cast<uint8_t>(steps));
+  }
+  const uint32_t rounded = magnitude + 0x7FFFFu + ((magnitude >> 20) & 1u);
+  const uint32_t code = (rounded >> 20) - (120u << 3);
+  return static_cast<uint8_t>(sign | (code > 0x7Eu ? 0x7Eu : code));
 }
 
 // Element i of an I4 row (two per byte, element 2j in byte j's low half), as an integer.
