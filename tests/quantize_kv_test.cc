@@ -2,7 +2,7 @@
 // scales max |x| / 127 (or / 7) rounded to the scales' dtype, values x / scale rounded to
 // nearest even and saturated, FP8 the nearest E4M3; into a cache slice, at positions, through a
 // block table; NaN and Inf refused with their index and nothing written; the same bytes for any
-// thread count.
+// thread count. On every SIMD target the CPU runs (the quantizer divides and rounds in vectors).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -11,6 +11,8 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "hwy/tests/hwy_gtest.h"
+#include "per_target_api_test.h"
 #include "test_util.h"
 
 namespace streamattn {
@@ -127,7 +129,10 @@ void ExpectQuantizedByTheRules(const QuantizeCase& c, const QuantizeCall& call) 
   }
 }
 
-TEST(QuantizeKV, EveryFormatSourceDTypeAndScaleDType) {
+class QuantizeKVTest : public testing_util::PerTargetApiTest {};
+HWY_TARGET_INSTANTIATE_TEST_SUITE_P(QuantizeKVTest);
+
+TEST_P(QuantizeKVTest, EveryFormatSourceDTypeAndScaleDType) {
   ScopedContext ctx;
   for (sattn_dtype format : {SATTN_DTYPE_I8, SATTN_DTYPE_I4, SATTN_DTYPE_FP8_E4M3}) {
     for (sattn_dtype src : {SATTN_DTYPE_F32, SATTN_DTYPE_F16, SATTN_DTYPE_BF16}) {
@@ -145,7 +150,7 @@ TEST(QuantizeKV, EveryFormatSourceDTypeAndScaleDType) {
   }
 }
 
-TEST(QuantizeKV, AtPositionsAndThroughABlockTable) {
+TEST_P(QuantizeKVTest, AtPositionsAndThroughABlockTable) {
   ScopedContext ctx;
   for (sattn_dtype format : {SATTN_DTYPE_I8, SATTN_DTYPE_I4, SATTN_DTYPE_FP8_E4M3}) {
     QuantizeCase c;
@@ -163,7 +168,7 @@ TEST(QuantizeKV, AtPositionsAndThroughABlockTable) {
   }
 }
 
-TEST(QuantizeKV, GroupsOfZerosAndValuesBeyondTheScalesRange) {
+TEST_P(QuantizeKVTest, GroupsOfZerosAndValuesBeyondTheScalesRange) {
   ScopedContext ctx;
   QuantizeCase c;
   c.scale_dtype = SATTN_DTYPE_F16, c.lo = 0.0, c.hi = 0.0;
@@ -183,7 +188,46 @@ TEST(QuantizeKV, GroupsOfZerosAndValuesBeyondTheScalesRange) {
   }
 }
 
-TEST(QuantizeKV, NonFiniteSourceIsRefusedByIndexWithNothingWritten) {
+// Quotients exactly halfway between two integers go to the even one, and the largest |x| of a
+// group is max_q times its scale: rows of 0, +-0.5, +-1.5, .. and max_q (scale 1, exact in
+// both scale dtypes), in every lane position of a vector and of the scalar tail.
+TEST_P(QuantizeKVTest, TiesRoundToEvenInEveryLane) {
+  ScopedContext ctx;
+  for (sattn_dtype format : {SATTN_DTYPE_I8, SATTN_DTYPE_I4}) {
+    for (sattn_dtype scale : {SATTN_DTYPE_F32, SATTN_DTYPE_F16}) {
+      for (int64_t group : {8, 32, 64}) {
+        QuantizeCase c;
+        c.format = format, c.scale_dtype = scale, c.group = group, c.dim = 64;
+        const int max_q = format == SATTN_DTYPE_I4 ? 7 : 127;
+        QuantizeCall call(c);
+        for (int64_t b = 0; b < c.batch; ++b) {
+          for (int64_t t = 0; t < c.n; ++t) {
+            for (int64_t h = 0; h < c.heads; ++h) {
+              for (int64_t i = 0; i < c.dim; ++i) {
+                // Ties of every parity and sign, shifted per row so each meets every lane.
+                const int64_t k = (i + t + 3 * h + 5 * b) % (2 * max_q);
+                const double tie = (k / 2) + 0.5;
+                call.src.Set({b, t, h, i}, i % group == 0 ? max_q : (k % 2 ? -tie : tie));
+              }
+            }
+          }
+        }
+        call.src_view = call.src.view();
+        ASSERT_EQ(call.Run(ctx.get()), SATTN_OK) << sattn_last_error();
+        ExpectQuantizedByTheRules(c, call);
+        // Row (0, 0, 0): channels 1..5 hold -0.5, 1.5, -1.5, 2.5, -2.5.
+        EXPECT_EQ(call.scales.Get({0, 0, 0, 0}), 1.0);
+        EXPECT_EQ(call.values.Get({0, 0, 0, 1}), 0.0);
+        EXPECT_EQ(call.values.Get({0, 0, 0, 2}), 2.0);
+        EXPECT_EQ(call.values.Get({0, 0, 0, 3}), -2.0);
+        EXPECT_EQ(call.values.Get({0, 0, 0, 4}), 2.0);
+        EXPECT_EQ(call.values.Get({0, 0, 0, 5}), -2.0);
+      }
+    }
+  }
+}
+
+TEST_P(QuantizeKVTest, NonFiniteSourceIsRefusedByIndexWithNothingWritten) {
   ScopedContext ctx;
   for (double bad : {static_cast<double>(NAN), static_cast<double>(INFINITY)}) {
     for (sattn_dtype format : {SATTN_DTYPE_I8, SATTN_DTYPE_I4, SATTN_DTYPE_FP8_E4M3}) {
@@ -201,7 +245,7 @@ TEST(QuantizeKV, NonFiniteSourceIsRefusedByIndexWithNothingWritten) {
   }
 }
 
-TEST(QuantizeKV, SameBytesForAnyThreadCount) {
+TEST_P(QuantizeKVTest, SameBytesForAnyThreadCount) {
   QuantizeCase c;
   c.batch = 3, c.n = 300, c.heads = 4, c.dim = 128, c.cache_len = 300;
   std::vector<uint8_t> first;

@@ -5,6 +5,8 @@
 #include <cinttypes>
 #include <cmath>
 #include <cstddef>
+#include <cstdint>
+#include <cstring>
 #include <utility>
 
 #include "api/api_checks.h"
@@ -173,13 +175,44 @@ Status CheckAliasing(const QuantizeKVArgs& a) {
   return Status();
 }
 
+// Whether the n contiguous elements at p, of a float dtype, are all finite: the exponent field
+// of none is all ones. On the bits, in a loop GCC vectorizes: element by element through
+// LoadAsFloat, this check took four times as long as the quantization it guards.
+template <typename Bits, Bits kExponent>
+bool AllFiniteBits(const char* p, int64_t n) {
+  Bits non_finite = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    Bits bits;
+    std::memcpy(&bits, p + i * static_cast<int64_t>(sizeof(Bits)), sizeof(Bits));
+    non_finite |= static_cast<Bits>((bits & kExponent) == kExponent);
+  }
+  return non_finite == 0;
+}
+
+bool AllFinite(DType dtype, const char* p, int64_t n) {
+  switch (dtype) {
+    case DType::kF32:
+      return AllFiniteBits<uint32_t, 0x7F800000u>(p, n);
+    case DType::kF16:
+      return AllFiniteBits<uint16_t, 0x7C00u>(p, n);
+    default:  // bf16 (CheckFloatDType)
+      return AllFiniteBits<uint16_t, 0x7F80u>(p, n);
+  }
+}
+
 // A NaN or infinity has no quantized value: the first one's index, before anything is written.
+// Rows of contiguous channels are checked whole, and only a row that fails element by element.
 Status CheckFinite(const Tensor& src) {
   if (src.device != SATTN_DEVICE_CPU) return Status();  // the device backend refuses the call
+  const int64_t dim = src.dim(3);
   for (int64_t b = 0; b < src.dim(0); ++b) {
     for (int64_t t = 0; t < src.dim(1); ++t) {
       for (int64_t h = 0; h < src.dim(2); ++h) {
-        for (int64_t i = 0; i < src.dim(3); ++i) {
+        if (dim > 0 && src.stride(3) == 1 &&
+            AllFinite(src.dtype, static_cast<const char*>(src.At(b, t, h, 0)), dim)) {
+          continue;
+        }
+        for (int64_t i = 0; i < dim; ++i) {
           const float x = LoadAsFloat(src.dtype, src.At(b, t, h, i));
           if (!std::isfinite(x)) {
             return InvalidArgument("src[%" PRId64 ", %" PRId64 ", %" PRId64 ", %" PRId64
