@@ -78,10 +78,11 @@ inline size_t RoundUp(size_t x, size_t m) { return (x + m - 1) / m * m; }
 // reads P^T a key at a time down a block of rows, and lines a multiple of 128 bytes apart fall
 // in a fraction of L1's 64 sets (384 rows: 1536 bytes, 8 sets; 8 ways each hold 64 of a tile's
 // 128 keys): each block's pass over the tile then missed L1 on every key. 360 rows (24-row
-// panels, AVX2) ran 9-10% faster than 384 on a Zen 3 core (h8/8 d128 s4096 f32, causal or not,
-// one thread, alternated; the same bytes out), the P.V micro-kernel going from 46% of the time
-// to even with the scores'. Items keep whole widest panels (kNvS vectors: their S^T blocks) and
-// at least half the target's rows; a call of one item keeps its rows, whatever they are.
+// panels, AVX2) ran 1.08-1.13x as fast as 384 on a Zen 3 core (h8/8 and h32/8 d128 s4096 in
+// f32, bf16 and f16, causal or not, 1 and 2 threads, alternated; the same bytes out), the P.V
+// micro-kernel going from 46% of the time to even with the scores'. Items keep whole widest
+// panels (kNvS vectors: their S^T blocks) and more than half the target's rows; a call of one
+// item keeps its rows, whatever they are.
 // Only x86 below AVX-512 (kSpreadScoreRows), where it was measured: AVX-512's P.V blocks do
 // twice the FMAs per line of P^T, and 336 rows would convert each tile for 12% fewer rows.
 constexpr bool kSpreadScoreRows = HWY_ARCH_X86 && HWY_TARGET > HWY_AVX3;
