@@ -160,7 +160,7 @@ HWY_EXPORT(QuantizeRow);
 Status CpuBackend::QuantizeKV(const QuantizeKVArgs& a) {
   const int64_t batch = a.src.dim(0), n = a.src.dim(1), heads = a.src.dim(2);
   const size_t dim = static_cast<size_t>(a.src.dim(3));
-  // Per worker: the row as f32, then its integers (rounded up to keep the floats aligned).
+  // Per worker: the row as f32 (in whole 64-float blocks), then its integers.
   const size_t float_slots = (dim + 63) / 64 * 64;
   SATTN_RETURN_IF_ERROR(
       scratch_->Reserve(pool_->NumWorkers(), float_slots * sizeof(float) + dim * sizeof(int8_t)));
