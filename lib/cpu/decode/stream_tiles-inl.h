@@ -182,11 +182,12 @@ HWY_NOINLINE void StreamStep(D d, const E& k_element, const E& v_element, const 
       } else if constexpr (kRows == 1) {
         // StepPV's loop written out: through StepPV<1, 0>, GCC allocated this function's
         // registers otherwise, 4-15% slower from L2 (alternated, f16, one thread).
-        constexpr size_t kNv = StepBlock<kRows>();
-        for (size_t v = 0; v < dvp / N; v += kNv) {
-          if constexpr (E::kGroupScales) {
-            ScaledPVRow<kNv>(d, v, p, values, kStreamStepKeys, head.o, head_alpha);
-          } else {
+        if constexpr (E::kGroupScales) {
+          static_assert(kStreamStepKeys == kStepRows, "a step's P.V is ScaledPVRow's 4 keys");
+          ScaledPVRow(d, dvp, p, values, head.o, head_alpha);
+        } else {
+          constexpr size_t kNv = StepBlock<kRows>();
+          for (size_t v = 0; v < dvp / N; v += kNv) {
             PVColumnBlock<kRows, kNv, /*kInline=*/true>(d, v, dvp, p, kRows, values,
                                                         kStreamStepKeys, head.o, head_alpha);
           }
