@@ -1,7 +1,7 @@
 // sattn_attention on the CPU: the plan (attention_plan-inl.h: which driver, what shapes), the
 // work items (sequence x kv heads x block of query positions, the heaviest causal blocks
-// first), each run by its driver on a worker's scratch: prefill/prefill_driver-inl.h or
-// decode/decode_driver-inl.h.
+// first), each run by its driver on a worker's scratch: prefill/prefill_driver-inl.h, or
+// decode/decode_driver-inl.h compiled in decode_attention.cc (decode/decode_entry-inl.h).
 //
 // Split-KV (Flash-Decoding): when the work items are too few to keep many cores busy
 // (decoding: one position block per sequence), the keys are also cut into chunks, each chunk a
@@ -15,7 +15,7 @@
 #include "hwy/highway.h"
 #include "cpu/attention_plan-inl.h"
 #include "cpu/attention_scratch-inl.h"
-#include "cpu/decode/decode_driver-inl.h"
+#include "cpu/decode/decode_entry-inl.h"
 #include "cpu/prefill/prefill_driver-inl.h"
 #include "cpu/prefill/tile_kernels-inl.h"
 #include "cpu/work_item-inl.h"
@@ -170,7 +170,7 @@ Status RunAttention(const AttentionArgs& a, int32_t cpu_kernel, ThreadPool* pool
   if (plan.decode()) {
     return RunWorkItems(d, a, plan, pool, scratch, partials, order,
                         [&](const WorkItem& item, const AttentionScratch& s) {
-                          DecodeWorkItem(d, a, plan, item, s);
+                          RunDecodeWorkItem(a, plan, item, s);
                         });
   }
   Status status;

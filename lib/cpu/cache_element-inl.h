@@ -76,6 +76,17 @@ HWY_INLINE void WithCacheElements(const AttentionArgs& a, const F& f) {
   });
 }
 
+// WithCacheElements for one family of element types: kQuantized, the quantized formats (I8, I4,
+// FP8), else the float dtypes. The kernels that read a cache in place are compiled per element
+// type; decoding compiles each family in a translation unit of its own (decode_entry-inl.h).
+template <bool kQuantized, class F>
+HWY_INLINE void WithCacheElementsOf(const AttentionArgs& a, const F& f) {
+  WithCacheElements(a, [&](const auto& k_element, const auto& v_element) {
+    using E = std::decay_t<decltype(k_element)>;
+    if constexpr ((E::kBits <= 8) == kQuantized) f(k_element, v_element);
+  });
+}
+
 // Converts row(s) of key `key` of tensor t (k or v, elements read as `element`) for kv heads
 // [hkv_begin, hkv_begin + heads) into `rows`, rows of `dim` elements `dim_pad` apart (the
 // padding zeroed). When a key's heads are one dense run of elements (the usual

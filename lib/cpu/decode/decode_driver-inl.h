@@ -25,6 +25,7 @@
 #include "cpu/attention_plan-inl.h"
 #include "cpu/attention_scratch-inl.h"
 #include "cpu/cache_element-inl.h"
+#include "cpu/decode/decode_entry-inl.h"
 #include "cpu/decode/decode_tile-inl.h"
 #include "cpu/decode/int8_scores-inl.h"
 #include "cpu/decode/stream_tiles-inl.h"
@@ -49,6 +50,27 @@ inline int64_t StreamedTiles(const AttentionArgs& a, const AttentionPlan& plan,
   return (std::min(keys.common_hi, keys.key_hi) + 1 - tile.k0) / kpt;
 }
 
+// The kernels that read the cache in place, for K and V of one element type of a family
+// (WithCacheElementsOf): a run of streamed tiles and a tile alone. The float dtypes' are
+// compiled with the driver; the quantized formats' in decode_quantized_attention.cc
+// (decode_entry-inl.h).
+template <bool kQuantized, class D>
+void StreamTilesInPlace(D d, const AttentionArgs& a, const AttentionPlan& plan,
+                        const WorkItem& item, int64_t k_first, int64_t tiles, int64_t key_end,
+                        const AttentionScratch& s) {
+  WithCacheElementsOf<kQuantized>(a, [&](const auto& k_element, const auto& v_element) {
+    StreamCacheTiles(d, k_element, v_element, a, plan, item, k_first, tiles, key_end, s);
+  });
+}
+template <bool kQuantized, class D>
+void AdvanceTileInPlace(D d, const AttentionArgs& a, const AttentionPlan& plan,
+                        const WorkItem& item, const TileKeys& tile, int64_t key_end,
+                        const AttentionScratch& s) {
+  WithCacheElementsOf<kQuantized>(a, [&](const auto& k_element, const auto& v_element) {
+    AdvanceHeadsOverCacheTile(d, k_element, v_element, a, plan, item, tile, key_end, s);
+  });
+}
+
 // One tile alone: read in place when every row sees all of it (no key hidden, so no V row needs
 // the NaN-safe product), else converted.
 template <class D>
@@ -58,9 +80,11 @@ void DecodeTile(D d, const AttentionArgs& a, const AttentionPlan& plan, const Wo
   // Compiled only where f16 converts by an instruction (plan.cache_in_place is false elsewhere).
   if constexpr (kNativeF16) {
     if (plan.cache_in_place && !s.panel_partial[0]) {
-      WithCacheElements(a, [&](const auto& k_element, const auto& v_element) {
-        AdvanceHeadsOverCacheTile(d, k_element, v_element, a, plan, item, tile, keys.key_hi + 1, s);
-      });
+      if (IsQuantizedDType(a.k.dtype)) {
+        AdvanceQuantizedTileInPlace(a, plan, item, tile, keys.key_hi + 1, s);
+      } else {
+        AdvanceTileInPlace</*kQuantized=*/false>(d, a, plan, item, tile, keys.key_hi + 1, s);
+      }
       return;
     }
   }
@@ -92,9 +116,11 @@ void DecodeWorkItem(D d, const AttentionArgs& a, const AttentionPlan& plan, cons
     const TileKeys tile = TileAt(plan, keys, k0, 4);  // DotScores' key blocks
     if constexpr (kStreamTilesOnTarget) {
       if (const int64_t run = StreamedTiles(a, plan, keys, tile); run > 0) {
-        WithCacheElements(a, [&](const auto& k_element, const auto& v_element) {
-          StreamCacheTiles(d, k_element, v_element, a, plan, item, k0, run, keys.key_hi + 1, s);
-        });
+        if (IsQuantizedDType(a.k.dtype)) {
+          StreamQuantizedTilesInPlace(a, plan, item, k0, run, keys.key_hi + 1, s);
+        } else {
+          StreamTilesInPlace</*kQuantized=*/false>(d, a, plan, item, k0, run, keys.key_hi + 1, s);
+        }
         k0 += run * kpt;
         continue;
       }
