@@ -96,6 +96,23 @@ HWY_INLINE void StepScales(const S* const* rows, size_t groups, float* HWY_RESTR
   }
 }
 
+// Calls f(std::integral_constant<int, kShift>()), kShift the log2 of the vectors in a group of
+// 2^log2_group channels (in place, groups hold whole vectors): 0, 1, 2, or 3 for 8 or more.
+// The one-row steps' loops are compiled for each, their vectors per group fixed.
+template <class D, class F>
+HWY_INLINE void WithGroupShift(D d, int log2_group, const F& f) {
+  switch (log2_group - static_cast<int>(hwy::FloorLog2(hn::Lanes(d)))) {
+    case 0:
+      return f(std::integral_constant<int, 0>());
+    case 1:
+      return f(std::integral_constant<int, 1>());
+    case 2:
+      return f(std::integral_constant<int, 2>());
+    default:
+      return f(std::integral_constant<int, 3>());
+  }
+}
+
 // Accumulates group g's products into t0..t3: the query's vectors from i on times keys kr0..kr3's
 // integers, kVectors vectors (0: `vectors`, known only at run time). With the count fixed the
 // loop is unrolled into its loads, conversions and FMAs alone; a loop that also tested for a
@@ -173,17 +190,11 @@ HWY_INLINE void ScaledDotRow(D d, const float* HWY_RESTRICT q, const CacheRows<E
     if (I4RowStepApplies(group, dim)) return I4DotRow(d, q, keys, c0, dim, scales, st);
   }
 #endif
-  // Groups of 1, 2 or 4 vectors (8 to 64 channels) unrolled whole; longer ones by the loop.
-  switch (group / hn::Lanes(d)) {
-    case 1:
-      return ScaledDotGroups<1>(d, q, keys, c0, dim, scales, st);
-    case 2:
-      return ScaledDotGroups<2>(d, q, keys, c0, dim, scales, st);
-    case 4:
-      return ScaledDotGroups<4>(d, q, keys, c0, dim, scales, st);
-    default:
-      return ScaledDotGroups<0>(d, q, keys, c0, dim, scales, st);
-  }
+  // Groups of 1, 2 or 4 vectors unrolled whole; longer ones by the loop.
+  WithGroupShift(d, log2_group, [&](auto shift) {
+    constexpr int kShift = decltype(shift)::value;
+    ScaledDotGroups<(kShift < 3 ? size_t{1} << kShift : 0)>(d, q, keys, c0, dim, scales, st);
+  });
 }
 
 // The coefficients of a step's P.V over group-scaled V rows (values' rows 0..3, `groups`
@@ -284,18 +295,9 @@ HWY_INLINE void ScaledPVRow(D d, size_t dvp, const float* HWY_RESTRICT p,
   const size_t groups = dvp >> log2_group;
   HWY_ALIGN float w[kStepScaleSlots];
   StepCoefficients(p, values, groups, w);
-  // log2 of the vectors in a group (groups hold whole vectors), 3 for 8 or more.
-  int shift = log2_group - static_cast<int>(hwy::FloorLog2(hn::Lanes(d)));
-  switch (shift) {
-    case 0:
-      return ScaledPVBlocks<0>(d, dvp, w, groups, values, o, alpha);
-    case 1:
-      return ScaledPVBlocks<1>(d, dvp, w, groups, values, o, alpha);
-    case 2:
-      return ScaledPVBlocks<2>(d, dvp, w, groups, values, o, alpha);
-    default:
-      return ScaledPVBlocks<3>(d, dvp, w, groups, values, o, alpha);
-  }
+  WithGroupShift(d, log2_group, [&](auto shift) {
+    ScaledPVBlocks<decltype(shift)::value>(d, dvp, w, groups, values, o, alpha);
+  });
 }
 
 }  // namespace HWY_NAMESPACE
