@@ -14,10 +14,13 @@
 // Instructions (callgrind, I8 in groups of 32, head_dim 128, AVX2): 376 per key and kv head
 // when the score loop tested each vector for a new line to request and the P.V took blocks of
 // 4 vectors, each finding and converting its keys' scales; 311 with groups unrolled whole,
-// the coefficients once per step and blocks of 8. Alternated on a Zen 3 host from memory
-// (8 kv heads, 32768 keys): 1.05-1.13x as fast on 1 thread, 1.09-1.12x on 2, the same bytes.
+// the coefficients once per step and blocks of 8 (1.05-1.13x as fast, alternated on a Zen 3
+// host from memory, 8 kv heads, 32768 keys). Then 218 (f16's step: 254): the coefficients
+// multiplied in registers, O multiplied by alpha only at a tile's first step, each next row's
+// last byte requested without a test, head_dim 128 unrolled whole, and the blocks' lambdas
+// forced inline (1.20-1.31x as fast on 1 thread; I4 400 -> 302, 1.31-1.36x; the same bytes).
 // What is left is mostly the step's own set-up per head (row and scale addresses, the
-// requests' rows): about 85 instructions per key.
+// requests' rows): about 75 instructions per key.
 #if defined(STREAMATTN_CPU_DECODE_SCALED_ROW_STEP_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef STREAMATTN_CPU_DECODE_SCALED_ROW_STEP_INL_H_
 #undef STREAMATTN_CPU_DECODE_SCALED_ROW_STEP_INL_H_
@@ -53,14 +56,18 @@ constexpr size_t kStepRows = 4;
 constexpr size_t kStepScaleSlots = kStepRows * kMaxRowGroups;
 
 // The group scales of a step's 4 key rows as f32, out[k * groups + g] = scale g of rows[k]
-// (its ScaleOf), which ScaledDotRow's FMAs then read as broadcast operands: a binary16 scale
-// broadcast and converted per group and key cost I4 decoding 4.5% from L3 (I4DotRow; one
-// thread, alternated in one process). Head_dim 128 in groups of 32 (4 binary16 scales a row)
-// and one scale a row are converted in registers: written to memory a row at a time and
-// loaded as one vector, the load would wait for the stores to retire (they cannot forward),
-// which measured slower than the broadcasts.
+// (its ScaleOf) times by[k] (by == nullptr: times 1), which the one-row steps' FMAs then read as
+// broadcast operands: a binary16 scale broadcast and converted per group and key cost I4
+// decoding 4.5% from L3 (I4DotRow; one thread, alternated in one process). Head_dim 128 in
+// groups of 32 (4 binary16 scales a row) and one scale a row are converted, and multiplied, in
+// registers: written to memory a row at a time and loaded as one vector, the load would wait
+// for the stores to retire (they cannot forward), which measured slower than the broadcasts.
+// The P.V's coefficients (StepCoefficients) multiply here too: as a loop over the stored
+// scales, whose trip count GCC knew only at run time, that product cost 25 instructions per
+// key (callgrind, I8 in groups of 32, head_dim 128) where the vector form takes under 2.
 template <typename S>
-HWY_INLINE void StepScales(const S* const* rows, size_t groups, float* HWY_RESTRICT out) {
+HWY_INLINE void StepScales(const S* const* rows, size_t groups, const float* HWY_RESTRICT by,
+                           float* HWY_RESTRICT out) {
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2
   if constexpr (!std::is_same_v<S, float>) {
     if (groups == 4) {
@@ -69,32 +76,55 @@ HWY_INLINE void StepScales(const S* const* rows, size_t groups, float* HWY_RESTR
       const __m256i bits =
           _mm256_setr_epi64x(static_cast<int64_t>(row_bits[0]), static_cast<int64_t>(row_bits[1]),
                              static_cast<int64_t>(row_bits[2]), static_cast<int64_t>(row_bits[3]));
-      _mm256_storeu_ps(out, _mm256_cvtph_ps(_mm256_castsi256_si128(bits)));  // rows 0 and 1
-      _mm256_storeu_ps(out + 8, _mm256_cvtph_ps(_mm256_extracti128_si256(bits, 1)));
+      __m256 lo = _mm256_cvtph_ps(_mm256_castsi256_si128(bits));  // rows 0 and 1
+      __m256 hi = _mm256_cvtph_ps(_mm256_extracti128_si256(bits, 1));
+      if (by != nullptr) {
+        const __m256 row_factors = _mm256_castps128_ps256(_mm_loadu_ps(by));
+        lo = _mm256_mul_ps(
+            lo, _mm256_permutevar8x32_ps(row_factors, _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1)));
+        hi = _mm256_mul_ps(
+            hi, _mm256_permutevar8x32_ps(row_factors, _mm256_setr_epi32(2, 2, 2, 2, 3, 3, 3, 3)));
+      }
+      _mm256_storeu_ps(out, lo);
+      _mm256_storeu_ps(out + 8, hi);
       return;
     }
     uint16_t bits[kStepRows];
     if (groups == 1) {
       for (size_t k = 0; k < kStepRows; ++k) std::memcpy(&bits[k], rows[k], 2);
-      _mm_storeu_ps(out,
-                    _mm_cvtph_ps(_mm_setr_epi16(
-                        static_cast<int16_t>(bits[0]), static_cast<int16_t>(bits[1]),
-                        static_cast<int16_t>(bits[2]), static_cast<int16_t>(bits[3]), 0, 0, 0, 0)));
+      __m128 scales = _mm_cvtph_ps(
+          _mm_setr_epi16(static_cast<int16_t>(bits[0]), static_cast<int16_t>(bits[1]),
+                         static_cast<int16_t>(bits[2]), static_cast<int16_t>(bits[3]), 0, 0, 0, 0));
+      if (by != nullptr) scales = _mm_mul_ps(scales, _mm_loadu_ps(by));
+      _mm_storeu_ps(out, scales);
       return;
     }
     for (size_t k = 0; k < kStepRows; ++k) {
+      const float factor = by != nullptr ? by[k] : 1.0f;
       for (size_t g = 0; g < groups; ++g) {
         std::memcpy(&bits[0], rows[k] + g, 2);
-        out[k * groups + g] = _cvtsh_ss(bits[0]);
+        out[k * groups + g] = _cvtsh_ss(bits[0]) * factor;
       }
     }
     return;
   }
 #endif
   for (size_t k = 0; k < kStepRows; ++k) {
-    for (size_t g = 0; g < groups; ++g) out[k * groups + g] = ScaleAsFloat(rows[k] + g);
+    const float factor = by != nullptr ? by[k] : 1.0f;
+    for (size_t g = 0; g < groups; ++g) out[k * groups + g] = ScaleAsFloat(rows[k] + g) * factor;
   }
 }
+
+// For the lambdas WithGroupShift calls: GCC inlines a lambda's call operator only while the
+// function it is in stays small, and StreamStep is large; out of line, ScaledPVRow's blocks
+// became a call per step and head, 8 more instructions per key and head (callgrind, I8).
+#ifndef SATTN_INLINE_LAMBDA
+#if defined(__GNUC__) || defined(__clang__)
+#define SATTN_INLINE_LAMBDA __attribute__((always_inline))
+#else
+#define SATTN_INLINE_LAMBDA
+#endif
+#endif
 
 // Calls f(std::integral_constant<int, kShift>()), kShift the log2 of the vectors in a group of
 // 2^log2_group channels (in place, groups hold whole vectors): 0, 1, 2, or 3 for 8 or more.
@@ -126,7 +156,7 @@ HWY_INLINE void GroupDots(D d, const float* HWY_RESTRICT q,
                           V& t0, V& t1, V& t2, V& t3) {
   const size_t N = hn::Lanes(d);
   const size_t count = kVectors > 0 ? kVectors : vectors;
-#pragma GCC unroll 8
+#pragma GCC unroll 16
   for (size_t x = 0; x < count; ++x, i += N) {
     const V qv = hn::LoadU(d, q + i);
     t0 = hn::MulAdd(qv, E::LoadInts(d, kr0, i), t0);
@@ -136,16 +166,21 @@ HWY_INLINE void GroupDots(D d, const float* HWY_RESTRICT q,
   }
 }
 
-// ScaledDotRow's loop over the groups, kVectors vectors a group (0: any count).
-template <size_t kVectors, class E, class D>
+// ScaledDotRow's loop over the groups, kVectors vectors a group (0: any count), over kDim
+// channels (0: dim, known only at run time). With both fixed (head_dim 128) the loop and its
+// requests' line arithmetic unroll away: 8 fewer instructions per key and kv head for I8 in
+// groups of 32, 36 for I4 (callgrind, AVX2), and groups of 128 no longer take the loop.
+template <size_t kVectors, size_t kDim, class E, class D>
 HWY_INLINE void ScaledDotGroups(D d, const float* HWY_RESTRICT q, const CacheRows<E>& keys,
-                                size_t c0, size_t dim, const float* HWY_RESTRICT scales,
+                                size_t c0, size_t run_time_dim, const float* HWY_RESTRICT scales,
                                 float* HWY_RESTRICT st) {
+  const size_t dim = kDim > 0 ? kDim : run_time_dim;
   using V = hn::Vec<D>;
   using Rows = CacheRows<E>;
   const int log2_group = keys.element.lookup.log2_group;
-  const size_t group = size_t{1} << log2_group, groups = dim >> log2_group;
-  const size_t vectors = group / hn::Lanes(d);
+  // With kVectors fixed, the group's channels are a constant too (so the loop unrolls).
+  const size_t group = kVectors > 0 ? kVectors * hn::Lanes(d) : size_t{1} << log2_group;
+  const size_t groups = dim >> log2_group, vectors = group / hn::Lanes(d);
   const auto* HWY_RESTRICT kr0 = keys.Row(c0);
   const auto* HWY_RESTRICT kr1 = keys.Row(c0 + 1);
   const auto* HWY_RESTRICT kr2 = keys.Row(c0 + 2);
@@ -153,10 +188,11 @@ HWY_INLINE void ScaledDotGroups(D d, const float* HWY_RESTRICT q, const CacheRow
   const char* next_rows[4];
   for (size_t c = 0; c < 4; ++c) next_rows[c] = keys.NextKey(c0 + c);
   for (const char* row : next_rows) {
-    if (const char* tail = UncoveredTail(row, Rows::Bytes(dim))) RequestIntoL2(tail);
+    RequestIntoL2(row + Rows::Bytes(dim) - 1);  // see RequestRowAndLastByteIntoL2
   }
   V a0 = hn::Zero(d), a1 = a0, a2 = a0, a3 = a0;
-  for (size_t g = 0; g < dim; g += group) {
+#pragma GCC unroll 16
+  for (size_t g = 0, scale = 0; g < dim; g += group, ++scale) {
     // The lines of the next rows that start in this group's bytes, once per line.
     for (size_t byte = (Rows::Bytes(g) + 63) / 64 * 64; byte < Rows::Bytes(g + group); byte += 64) {
       const char* const volatile* rows = next_rows;  // see DotBlock
@@ -164,7 +200,6 @@ HWY_INLINE void ScaledDotGroups(D d, const float* HWY_RESTRICT q, const CacheRow
     }
     V t0 = hn::Zero(d), t1 = t0, t2 = t0, t3 = t0;
     GroupDots<kVectors, E>(d, q, kr0, kr1, kr2, kr3, g, vectors, t0, t1, t2, t3);
-    const size_t scale = g >> log2_group;
     a0 = hn::MulAdd(t0, hn::Set(d, scales[scale]), a0);
     a1 = hn::MulAdd(t1, hn::Set(d, scales[groups + scale]), a1);
     a2 = hn::MulAdd(t2, hn::Set(d, scales[2 * groups + scale]), a2);
@@ -184,16 +219,23 @@ HWY_INLINE void ScaledDotRow(D d, const float* HWY_RESTRICT q, const CacheRows<E
   HWY_ALIGN float scales[kStepScaleSlots];
   const typename E::Scale* key_scales[kStepRows];
   for (size_t k = 0; k < kStepRows; ++k) key_scales[k] = keys.element.ScaleOf(keys.Row(c0 + k));
-  StepScales(key_scales, groups, scales);
+  StepScales(key_scales, groups, /*by=*/nullptr, scales);
 #if SATTN_I4_ROW_STEP
   if constexpr (E::kBits == 4 && sizeof(hn::Vec<D>) == 64) {
     if (I4RowStepApplies(group, dim)) return I4DotRow(d, q, keys, c0, dim, scales, st);
   }
 #endif
   // Groups of 1, 2 or 4 vectors unrolled whole; longer ones by the loop.
-  WithGroupShift(d, log2_group, [&](auto shift) {
+  WithGroupShift(d, log2_group, [&](auto shift) SATTN_INLINE_LAMBDA {
     constexpr int kShift = decltype(shift)::value;
-    ScaledDotGroups<(kShift < 3 ? size_t{1} << kShift : 0)>(d, q, keys, c0, dim, scales, st);
+    constexpr size_t kVectors = kShift < 3 ? size_t{1} << kShift : 0;
+    if (kVectors > 0 && dim == 128) {
+      ScaledDotGroups<kVectors, 128>(d, q, keys, c0, dim, scales, st);
+    } else if (!HWY_HAVE_SCALABLE && dim == 128 && group == 128) {  // one scale a row
+      ScaledDotGroups<128 / hn::MaxLanes(D()), 128>(d, q, keys, c0, dim, scales, st);
+    } else {
+      ScaledDotGroups<kVectors, 0>(d, q, keys, c0, dim, scales, st);
+    }
   });
 }
 
@@ -206,18 +248,16 @@ HWY_INLINE void StepCoefficients(const float* HWY_RESTRICT p, const CacheRows<E>
                                  size_t groups, float* HWY_RESTRICT w) {
   const typename E::Scale* rows[kStepRows];
   for (size_t k = 0; k < kStepRows; ++k) rows[k] = values.element.ScaleOf(values.Row(k));
-  StepScales(rows, groups, w);
-  for (size_t k = 0; k < kStepRows; ++k) {
-    for (size_t g = 0; g < groups; ++g) w[k * groups + g] *= p[k];
-  }
+  StepScales(rows, groups, /*by=*/p, w);
 }
 
 // O (one row, vectors v.. v + NV - 1 of head_dim_v, NV up to 8) = alpha O + sum over the step's
 // kStepRows keys of w_k V[k] (alpha == nullptr: O += ...), V rows from `values` in place, each
 // row's next-head rows requested into L2 as GemmTile's steps request them. w: StepCoefficients'
 // p[k] times the rows' scales, `groups` a row; vector x of the block takes its group's,
-// x >> kShift on (kShift: log2 of the vectors in a group, 3 for 8 or more).
-template <size_t NV, int kShift, class E, class D>
+// x >> kShift on (kShift: log2 of the vectors in a group, 3 for 8 or more). kRescale: whether
+// alpha is given (a tile's first step only), so that every other step loads O unmultiplied.
+template <size_t NV, int kShift, bool kRescale, class E, class D>
 HWY_INLINE void ScaledPVBlock(D d, size_t v, const float* HWY_RESTRICT w, size_t groups,
                               const CacheRows<E>& values, float* HWY_RESTRICT o,
                               const float* HWY_RESTRICT alpha) {
@@ -228,14 +268,19 @@ HWY_INLINE void ScaledPVBlock(D d, size_t v, const float* HWY_RESTRICT w, size_t
   const size_t first_group = column >> values.element.lookup.log2_group;
   const Rows rows = values.Columns(column);
   float* out = o + column;
-  const V scale_o = hn::Set(d, alpha == nullptr ? 1.0f : *alpha);
-  auto load = [&](size_t x) { return hn::Mul(hn::LoadU(d, out + x * N), scale_o); };
+  const V scale_o = hn::Set(d, kRescale ? *alpha : 1.0f);
+  auto load = [&](size_t x) {
+    const V o_x = hn::LoadU(d, out + x * N);
+    return kRescale ? hn::Mul(o_x, scale_o) : o_x;
+  };
   V c0 = load(0);
   V c1 = NV > 1 ? load(1) : c0, c2 = NV > 2 ? load(2) : c0, c3 = NV > 3 ? load(3) : c0;
   V c4 = NV > 4 ? load(4) : c0, c5 = NV > 5 ? load(5) : c0, c6 = NV > 6 ? load(6) : c0;
   V c7 = NV > 7 ? load(7) : c0;
   for (size_t k = 0; k < kStepRows; ++k) {
-    if (rows.next_values != nullptr) RequestRowIntoL2(rows.NextValue(k), Rows::Bytes(NV * N));
+    if (rows.next_values != nullptr) {
+      RequestRowAndLastByteIntoL2(rows.NextValue(k), Rows::Bytes(NV * N));
+    }
     const auto* HWY_RESTRICT row = rows.Row(k);
     const float* HWY_RESTRICT wk = w + k * groups + first_group;
     // Vector x's term: its group's coefficient times its integers.
@@ -263,14 +308,16 @@ HWY_INLINE void ScaledPVBlock(D d, size_t v, const float* HWY_RESTRICT w, size_t
 }
 
 // ScaledPVBlock over head_dim_v (dvp columns, whole blocks of 4 vectors) for one kShift.
-template <int kShift, class E, class D>
+template <int kShift, bool kRescale, class E, class D>
 HWY_INLINE void ScaledPVBlocks(D d, size_t dvp, const float* HWY_RESTRICT w, size_t groups,
                                const CacheRows<E>& values, float* HWY_RESTRICT o,
                                const float* HWY_RESTRICT alpha) {
   const size_t vectors = dvp / hn::Lanes(d);
   size_t v = 0;
-  for (; v + 8 <= vectors; v += 8) ScaledPVBlock<8, kShift>(d, v, w, groups, values, o, alpha);
-  if (v < vectors) ScaledPVBlock<4, kShift>(d, v, w, groups, values, o, alpha);
+  for (; v + 8 <= vectors; v += 8) {
+    ScaledPVBlock<8, kShift, kRescale>(d, v, w, groups, values, o, alpha);
+  }
+  if (v < vectors) ScaledPVBlock<4, kShift, kRescale>(d, v, w, groups, values, o, alpha);
 }
 
 // The P.V of one streamed step of one row over group-scaled V rows in place: O (dvp columns,
@@ -295,8 +342,13 @@ HWY_INLINE void ScaledPVRow(D d, size_t dvp, const float* HWY_RESTRICT p,
   const size_t groups = dvp >> log2_group;
   HWY_ALIGN float w[kStepScaleSlots];
   StepCoefficients(p, values, groups, w);
-  WithGroupShift(d, log2_group, [&](auto shift) {
-    ScaledPVBlocks<decltype(shift)::value>(d, dvp, w, groups, values, o, alpha);
+  WithGroupShift(d, log2_group, [&](auto shift) SATTN_INLINE_LAMBDA {
+    constexpr int kShift = decltype(shift)::value;
+    if (alpha != nullptr) {
+      ScaledPVBlocks<kShift, true>(d, dvp, w, groups, values, o, alpha);
+    } else {
+      ScaledPVBlocks<kShift, false>(d, dvp, w, groups, values, o, alpha);
+    }
   });
 }
 
