@@ -78,19 +78,22 @@ TEST_P(QuantizedCacheTest, I4OneRowPerKvHeadAtEveryHeadDimAndGroup) {
   }
 }
 
-// One query row per kv head over I8 and I4 streams with its own score and P.V loops
-// (decode/scaled_row_step-inl.h): groups of 1, 2, 4 and 8 or more vectors, which the loops
-// unroll apiece, and head dims of one and of one and a half blocks of 8 vectors (AVX2).
-TEST_P(QuantizedCacheTest, OneRowPerKvHeadAtEveryGroupAndHeadDim) {
+// One query row per kv head over I8 and I4 streams with its own score and P.V loops, and four
+// rows convert each step's rows first (decode/scaled_row_step-inl.h): groups of 1, 2, 4 and 8
+// or more vectors, which the loops unroll apiece, and head dims of one and of one and a half
+// blocks of 8 vectors (AVX2), head_dim 128 unrolled whole.
+TEST_P(QuantizedCacheTest, OneAndFourRowsPerKvHeadAtEveryGroupAndHeadDim) {
   ScopedContext ctx;
   for (sattn_dtype format : {SATTN_DTYPE_I8, SATTN_DTYPE_I4}) {
     for (int64_t dim : {64, 96, 128}) {
       for (int64_t group : {8, 16, 32, 64, 0}) {
         if (group > dim || dim % (group == 0 ? dim : group) != 0) continue;
-        AttentionCase c = Quantized(format, group, 1, Small() ? 300 : 650, 4, 4);
-        c.head_dim = dim;
-        c.scale_dtype = group == 16 || group == 64 ? SATTN_DTYPE_F32 : SATTN_DTYPE_F16;
-        ExpectMatchesOracle(ctx.get(), c);
+        for (int64_t rows : {1, 4}) {
+          AttentionCase c = Quantized(format, group, 1, Small() ? 300 : 650, 4 * rows, 4);
+          c.head_dim = dim;
+          c.scale_dtype = group == 16 || group == 64 ? SATTN_DTYPE_F32 : SATTN_DTYPE_F16;
+          ExpectMatchesOracle(ctx.get(), c);
+        }
       }
     }
   }

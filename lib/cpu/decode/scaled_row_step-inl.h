@@ -352,6 +352,63 @@ HWY_INLINE void ScaledPVRow(D d, size_t dvp, const float* HWY_RESTRICT p,
   });
 }
 
+// The most channels a row has on the streamed steps (the API's largest head_dim).
+constexpr size_t kMaxStepDim = 576;
+
+// ConvertStepRows for kVectors vectors a group (0: known only at run time) over kDim channels
+// (0: dim, known only at run time).
+template <size_t kVectors, size_t kDim, class E, class D>
+HWY_INLINE void ConvertStepRowsOf(D d, const CacheRows<E>& rows, size_t run_time_dim,
+                                  const float* HWY_RESTRICT scales, const char* const* next,
+                                  float* HWY_RESTRICT out) {
+  const size_t N = hn::Lanes(d), dim = kDim > 0 ? kDim : run_time_dim;
+  const int log2_group = rows.element.lookup.log2_group;
+  const size_t group = kVectors > 0 ? kVectors * N : size_t{1} << log2_group;
+  const size_t groups = dim >> log2_group;
+  for (size_t k = 0; k < kStepRows; ++k) {
+    RequestRowIntoL2(next[k], CacheRows<E>::Bytes(dim));
+    const auto* HWY_RESTRICT row = rows.Row(k);
+    float* HWY_RESTRICT dst = out + k * dim;
+#pragma GCC unroll 16
+    for (size_t g = 0, scale = k * groups; g < dim; g += group, ++scale) {
+      const hn::Vec<D> s = hn::Set(d, scales[scale]);
+#pragma GCC unroll 16
+      for (size_t i = g; i < g + group; i += N) {
+        hn::Store(hn::Mul(E::LoadInts(d, row, i), s), d, dst + i);
+      }
+    }
+  }
+}
+
+// A streamed step's kStepRows rows of a group-scaled element in place (rows.Row(0..3), `dim`
+// channels, whole vectors in each group) as f32: out[k * dim + i] = integer times its group's
+// scale, the products E::Load makes, so kernels over `out` give the same bytes as over the
+// rows in place. next[k]: row k's row to request into L2, requested as row k is converted.
+// For several query rows per kv head (streamed steps of 2 and 4 rows), where each vector of
+// a row meets every query row: in place, each of those loads found its group's scale from its
+// address (a shift, a broadcast and a conversion of the binary16) and multiplied by it; here
+// a vector costs a widening, a multiply and a store once per step, and the FMAs read f32.
+template <class E, class D>
+HWY_INLINE void ConvertStepRows(D d, const CacheRows<E>& rows, size_t dim, const char* const* next,
+                                float* HWY_RESTRICT out) {
+  const int log2_group = rows.element.lookup.log2_group;
+  HWY_ALIGN float scales[kStepScaleSlots];
+  const typename E::Scale* row_scales[kStepRows];
+  for (size_t k = 0; k < kStepRows; ++k) row_scales[k] = rows.element.ScaleOf(rows.Row(k));
+  StepScales(row_scales, dim >> log2_group, /*by=*/nullptr, scales);
+  WithGroupShift(d, log2_group, [&](auto shift) SATTN_INLINE_LAMBDA {
+    constexpr int kShift = decltype(shift)::value;
+    constexpr size_t kVectors = kShift < 3 ? size_t{1} << kShift : 0;
+    if (kVectors > 0 && dim == 128) {
+      ConvertStepRowsOf<kVectors, 128>(d, rows, dim, scales, next, out);
+    } else if (!HWY_HAVE_SCALABLE && dim == 128 && log2_group == 7) {  // one scale a row
+      ConvertStepRowsOf<128 / hn::MaxLanes(D()), 128>(d, rows, dim, scales, next, out);
+    } else {
+      ConvertStepRowsOf<kVectors, 0>(d, rows, dim, scales, next, out);
+    }
+  });
+}
+
 }  // namespace HWY_NAMESPACE
 }  // namespace streamattn
 HWY_AFTER_NAMESPACE();
