@@ -384,8 +384,8 @@ HWY_INLINE void ConvertStepRowsOf(D d, const CacheRows<E>& rows, size_t run_time
 // channels, whole vectors in each group) as f32: out[k * dim + i] = integer times its group's
 // scale, the products E::Load makes, so kernels over `out` give the same bytes as over the
 // rows in place. next[k]: row k's row to request into L2, requested as row k is converted.
-// For several query rows per kv head (streamed steps of 2 and 4 rows), where each vector of
-// a row meets every query row: in place, each of those loads found its group's scale from its
+// For four query rows per kv head (StreamStep<4>, see there), where each vector of a row
+// meets every query row: in place, each of those loads found its group's scale from its
 // address (a shift, a broadcast and a conversion of the binary16) and multiplied by it; here
 // a vector costs a widening, a multiply and a store once per step, and the FMAs read f32.
 template <class E, class D>
