@@ -143,6 +143,29 @@ HWY_INLINE void WithGroupShift(D d, int log2_group, const F& f) {
   }
 }
 
+// Calls f(kVectors, kDim) (std::integral_constant<size_t>s) with the shape a step's loops are
+// compiled for: kVectors vectors a group (0: known only at run time) over kDim channels (0: dim,
+// known only at run time). Head_dim 128 is unrolled whole for groups of 1, 2 or 4 vectors and
+// for one group a row (16 vectors on AVX2), the latter compiled for kShift 3 only, the one
+// shift that reaches it; every other shape runs the loops. One place for the dot's and the
+// conversion's shapes.
+template <class D, class F>
+HWY_INLINE void WithStepShape(D d, int log2_group, size_t dim, const F& f) {
+  using Dim128 = std::integral_constant<size_t, 128>;
+  WithGroupShift(d, log2_group, [&](auto shift) SATTN_INLINE_LAMBDA {
+    constexpr int kShift = decltype(shift)::value;
+    constexpr size_t kVectors = kShift < 3 ? size_t{1} << kShift : 0;
+    if constexpr (kVectors > 0) {
+      if (dim == 128) return f(std::integral_constant<size_t, kVectors>(), Dim128());
+    } else if constexpr (!HWY_HAVE_SCALABLE) {
+      if (dim == 128 && log2_group == 7) {  // one scale a row
+        return f(std::integral_constant<size_t, 128 / hn::MaxLanes(D())>(), Dim128());
+      }
+    }
+    f(std::integral_constant<size_t, kVectors>(), std::integral_constant<size_t, 0>());
+  });
+}
+
 // Accumulates group g's products into t0..t3: the query's vectors from i on times keys kr0..kr3's
 // integers, kVectors vectors (0: `vectors`, known only at run time). With the count fixed the
 // loop is unrolled into its loads, conversions and FMAs alone; a loop that also tested for a
@@ -215,27 +238,21 @@ template <class E, class D>
 HWY_INLINE void ScaledDotRow(D d, const float* HWY_RESTRICT q, const CacheRows<E>& keys, size_t c0,
                              size_t dim, float* HWY_RESTRICT st) {
   const int log2_group = keys.element.lookup.log2_group;
-  const size_t group = size_t{1} << log2_group, groups = dim >> log2_group;
+  const size_t groups = dim >> log2_group;
   HWY_ALIGN float scales[kStepScaleSlots];
   const typename E::Scale* key_scales[kStepRows];
   for (size_t k = 0; k < kStepRows; ++k) key_scales[k] = keys.element.ScaleOf(keys.Row(c0 + k));
   StepScales(key_scales, groups, /*by=*/nullptr, scales);
 #if SATTN_I4_ROW_STEP
   if constexpr (E::kBits == 4 && sizeof(hn::Vec<D>) == 64) {
-    if (I4RowStepApplies(group, dim)) return I4DotRow(d, q, keys, c0, dim, scales, st);
+    if (I4RowStepApplies(size_t{1} << log2_group, dim)) {
+      return I4DotRow(d, q, keys, c0, dim, scales, st);
+    }
   }
 #endif
-  // Groups of 1, 2 or 4 vectors unrolled whole; longer ones by the loop.
-  WithGroupShift(d, log2_group, [&](auto shift) SATTN_INLINE_LAMBDA {
-    constexpr int kShift = decltype(shift)::value;
-    constexpr size_t kVectors = kShift < 3 ? size_t{1} << kShift : 0;
-    if (kVectors > 0 && dim == 128) {
-      ScaledDotGroups<kVectors, 128>(d, q, keys, c0, dim, scales, st);
-    } else if (!HWY_HAVE_SCALABLE && dim == 128 && group == 128) {  // one scale a row
-      ScaledDotGroups<128 / hn::MaxLanes(D()), 128>(d, q, keys, c0, dim, scales, st);
-    } else {
-      ScaledDotGroups<kVectors, 0>(d, q, keys, c0, dim, scales, st);
-    }
+  WithStepShape(d, log2_group, dim, [&](auto vectors, auto fixed_dim) SATTN_INLINE_LAMBDA {
+    ScaledDotGroups<decltype(vectors)::value, decltype(fixed_dim)::value>(d, q, keys, c0, dim,
+                                                                          scales, st);
   });
 }
 
@@ -396,16 +413,9 @@ HWY_INLINE void ConvertStepRows(D d, const CacheRows<E>& rows, size_t dim, const
   const typename E::Scale* row_scales[kStepRows];
   for (size_t k = 0; k < kStepRows; ++k) row_scales[k] = rows.element.ScaleOf(rows.Row(k));
   StepScales(row_scales, dim >> log2_group, /*by=*/nullptr, scales);
-  WithGroupShift(d, log2_group, [&](auto shift) SATTN_INLINE_LAMBDA {
-    constexpr int kShift = decltype(shift)::value;
-    constexpr size_t kVectors = kShift < 3 ? size_t{1} << kShift : 0;
-    if (kVectors > 0 && dim == 128) {
-      ConvertStepRowsOf<kVectors, 128>(d, rows, dim, scales, next, out);
-    } else if (!HWY_HAVE_SCALABLE && dim == 128 && log2_group == 7) {  // one scale a row
-      ConvertStepRowsOf<128 / hn::MaxLanes(D()), 128>(d, rows, dim, scales, next, out);
-    } else {
-      ConvertStepRowsOf<kVectors, 0>(d, rows, dim, scales, next, out);
-    }
+  WithStepShape(d, log2_group, dim, [&](auto vectors, auto fixed_dim) SATTN_INLINE_LAMBDA {
+    ConvertStepRowsOf<decltype(vectors)::value, decltype(fixed_dim)::value>(d, rows, dim, scales,
+                                                                            next, out);
   });
 }
 
