@@ -47,6 +47,7 @@
 #include "cpu/decode/decode_tile-inl.h"
 #include "cpu/decode/dot_scores-inl.h"
 #include "cpu/decode/int8_scores-inl.h"
+#include "cpu/decode/row_pv_step-inl.h"
 #include "cpu/decode/scaled_row_step-inl.h"
 #include "cpu/kv_rows-inl.h"
 #include "cpu/pv_block-inl.h"
@@ -214,6 +215,9 @@ HWY_NOINLINE void StreamStep(D d, const E& k_element, const E& v_element, const 
         if constexpr (E::kGroupScales) {
           static_assert(kStreamStepKeys == kStepRows, "a step's P.V is ScaledPVRow's 4 keys");
           ScaledPVRow(d, dvp, p, values, head.o, head_alpha);
+        } else if constexpr (std::is_same_v<E, E4M3Element>) {
+          static_assert(kStreamStepKeys == 4, "a step's P.V is RowPVStep's 4 keys");
+          RowPVStep(d, dvp, p, values, head.o, head_alpha);
         } else {
           constexpr size_t kNv = StepBlock<kRows>();
           for (size_t v = 0; v < dvp / N; v += kNv) {
