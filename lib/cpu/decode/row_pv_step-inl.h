@@ -31,6 +31,38 @@ namespace streamattn {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
+// O's vectors 0.. NV - 1 at `out` (NV up to 8) into c0..c7 (c0 repeated past NV), times alpha
+// when kRescale (a tile's first step), and back: the one-row P.V blocks' accumulators.
+template <size_t NV, bool kRescale, class D, class V = hn::Vec<D>>
+HWY_INLINE void LoadOutputBlock(D d, const float* HWY_RESTRICT out, const float* HWY_RESTRICT alpha,
+                                V& c0, V& c1, V& c2, V& c3, V& c4, V& c5, V& c6, V& c7) {
+  static_assert(NV >= 1 && NV <= 8, "a block of up to 8 vectors");
+  const size_t N = hn::Lanes(d);
+  const V scale_o = hn::Set(d, kRescale ? *alpha : 1.0f);
+  auto load = [&](size_t x) {
+    const V o_x = hn::LoadU(d, out + x * N);
+    return kRescale ? hn::Mul(o_x, scale_o) : o_x;
+  };
+  c0 = load(0);
+  c1 = NV > 1 ? load(1) : c0, c2 = NV > 2 ? load(2) : c0, c3 = NV > 3 ? load(3) : c0;
+  c4 = NV > 4 ? load(4) : c0, c5 = NV > 5 ? load(5) : c0, c6 = NV > 6 ? load(6) : c0;
+  c7 = NV > 7 ? load(7) : c0;
+}
+
+template <size_t NV, class D, class V = hn::Vec<D>>
+HWY_INLINE void StoreOutputBlock(D d, V c0, V c1, V c2, V c3, V c4, V c5, V c6, V c7,
+                                 float* HWY_RESTRICT out) {
+  const size_t N = hn::Lanes(d);
+  hn::StoreU(c0, d, out);
+  if constexpr (NV > 1) hn::StoreU(c1, d, out + N);
+  if constexpr (NV > 2) hn::StoreU(c2, d, out + 2 * N);
+  if constexpr (NV > 3) hn::StoreU(c3, d, out + 3 * N);
+  if constexpr (NV > 4) hn::StoreU(c4, d, out + 4 * N);
+  if constexpr (NV > 5) hn::StoreU(c5, d, out + 5 * N);
+  if constexpr (NV > 6) hn::StoreU(c6, d, out + 6 * N);
+  if constexpr (NV > 7) hn::StoreU(c7, d, out + 7 * N);
+}
+
 // O's vectors v.. v + NV - 1 (NV 4 or 8) = alpha O + sum over the step's 4 keys of p[k] V[k]
 // (kRescale: alpha given, a tile's first step; otherwise O += ...).
 template <size_t NV, bool kRescale, class E, class D>
@@ -42,14 +74,8 @@ HWY_INLINE void RowPVBlock(D d, size_t v, const float* HWY_RESTRICT p, const Cac
   const size_t N = hn::Lanes(d), column = v * N;
   const Rows rows = values.Columns(column);
   float* out = o + column;
-  const V scale_o = hn::Set(d, kRescale ? *alpha : 1.0f);
-  auto load = [&](size_t x) {
-    const V o_x = hn::LoadU(d, out + x * N);
-    return kRescale ? hn::Mul(o_x, scale_o) : o_x;
-  };
-  V c0 = load(0), c1 = load(1), c2 = load(2), c3 = load(3);
-  V c4 = NV > 4 ? load(4) : c0, c5 = NV > 4 ? load(5) : c0, c6 = NV > 4 ? load(6) : c0;
-  V c7 = NV > 4 ? load(7) : c0;
+  V c0, c1, c2, c3, c4, c5, c6, c7;
+  LoadOutputBlock<NV, kRescale>(d, out, alpha, c0, c1, c2, c3, c4, c5, c6, c7);
   for (size_t k = 0; k < 4; ++k) {
     if (rows.next_values != nullptr) {
       RequestRowAndLastByteIntoL2(rows.NextValue(k), Rows::Bytes(NV * N));
@@ -74,16 +100,7 @@ HWY_INLINE void RowPVBlock(D d, size_t v, const float* HWY_RESTRICT p, const Cac
       pair(6, c6, c7);
     }
   }
-  hn::StoreU(c0, d, out);
-  hn::StoreU(c1, d, out + N);
-  hn::StoreU(c2, d, out + 2 * N);
-  hn::StoreU(c3, d, out + 3 * N);
-  if constexpr (NV > 4) {
-    hn::StoreU(c4, d, out + 4 * N);
-    hn::StoreU(c5, d, out + 5 * N);
-    hn::StoreU(c6, d, out + 6 * N);
-    hn::StoreU(c7, d, out + 7 * N);
-  }
+  StoreOutputBlock<NV>(d, c0, c1, c2, c3, c4, c5, c6, c7, out);
 }
 
 template <bool kRescale, class E, class D>

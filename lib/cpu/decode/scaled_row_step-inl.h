@@ -35,6 +35,7 @@
 
 #include "cpu/decode/dot_scores-inl.h"
 #include "cpu/decode/i4_row_step-inl.h"
+#include "cpu/decode/row_pv_step-inl.h"
 #include "cpu/kv_rows-inl.h"
 #include "cpu/quantized_element-inl.h"
 #include "hwy/highway.h"
@@ -285,15 +286,8 @@ HWY_INLINE void ScaledPVBlock(D d, size_t v, const float* HWY_RESTRICT w, size_t
   const size_t first_group = column >> values.element.lookup.log2_group;
   const Rows rows = values.Columns(column);
   float* out = o + column;
-  const V scale_o = hn::Set(d, kRescale ? *alpha : 1.0f);
-  auto load = [&](size_t x) {
-    const V o_x = hn::LoadU(d, out + x * N);
-    return kRescale ? hn::Mul(o_x, scale_o) : o_x;
-  };
-  V c0 = load(0);
-  V c1 = NV > 1 ? load(1) : c0, c2 = NV > 2 ? load(2) : c0, c3 = NV > 3 ? load(3) : c0;
-  V c4 = NV > 4 ? load(4) : c0, c5 = NV > 5 ? load(5) : c0, c6 = NV > 6 ? load(6) : c0;
-  V c7 = NV > 7 ? load(7) : c0;
+  V c0, c1, c2, c3, c4, c5, c6, c7;
+  LoadOutputBlock<NV, kRescale>(d, out, alpha, c0, c1, c2, c3, c4, c5, c6, c7);
   for (size_t k = 0; k < kStepRows; ++k) {
     if (rows.next_values != nullptr) {
       RequestRowAndLastByteIntoL2(rows.NextValue(k), Rows::Bytes(NV * N));
@@ -314,14 +308,7 @@ HWY_INLINE void ScaledPVBlock(D d, size_t v, const float* HWY_RESTRICT w, size_t
     if constexpr (NV > 6) c6 = term(std::integral_constant<size_t, 6>(), c6);
     if constexpr (NV > 7) c7 = term(std::integral_constant<size_t, 7>(), c7);
   }
-  hn::StoreU(c0, d, out);
-  if constexpr (NV > 1) hn::StoreU(c1, d, out + N);
-  if constexpr (NV > 2) hn::StoreU(c2, d, out + 2 * N);
-  if constexpr (NV > 3) hn::StoreU(c3, d, out + 3 * N);
-  if constexpr (NV > 4) hn::StoreU(c4, d, out + 4 * N);
-  if constexpr (NV > 5) hn::StoreU(c5, d, out + 5 * N);
-  if constexpr (NV > 6) hn::StoreU(c6, d, out + 6 * N);
-  if constexpr (NV > 7) hn::StoreU(c7, d, out + 7 * N);
+  StoreOutputBlock<NV>(d, c0, c1, c2, c3, c4, c5, c6, c7, out);
 }
 
 // ScaledPVBlock over head_dim_v (dvp columns, whole blocks of 4 vectors) for one kShift.
