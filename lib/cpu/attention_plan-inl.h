@@ -34,6 +34,8 @@ constexpr size_t kNvP = kVectorRegisters >= 32 ? 4 : 2;
 constexpr size_t kKeysPerTile = 128;  // keys per tile and head; a multiple of kMrS and 4
 // Keys per step of decoding's streamed tiles (decode/stream_tiles-inl.h): a DotBlock's keys.
 constexpr size_t kStreamStepKeys = 4;
+// The keys of a wide step (StreamStep), and the most any step takes.
+constexpr size_t kWideStreamStepKeys = 2 * kStreamStepKeys;
 // The most bytes of K rows (8 kv heads of head_dim 128 in f16, or of head_dim 64 in f32) a
 // streamed step reads. Steps of twice that, 8 kv heads of head_dim 128 in f32, decoded 4-8%
 // slower streamed than tile by tile (20% when paged) on a Sapphire Rapids host; those tiles
@@ -179,6 +181,8 @@ struct AttentionPlan {
   bool stream_tiles;
   // Streamed steps take their scores from int8 queries (Int8ScoresApply).
   bool int8_scores;
+  // Keys per streamed step: kStreamStepKeys, or kWideStreamStepKeys (WideStreamSteps).
+  size_t stream_step_keys;
   // Packed scores: floats from one head's score buffer to the next's.
   size_t packed_st_stride;
   // V is the leading channels of K's rows (AttentionArgs::ValuesInsideKeys, MLA): a converted
@@ -199,6 +203,22 @@ struct AttentionPlan {
     return std::min(panel_rows, FilledRows(rows) - p * panel_rows);
   }
 };
+
+// Whether streamed steps take kWideStreamStepKeys keys: one row per kv head over an I8 or I4
+// cache (K and V alike) with 16 registers (AVX2), where a wide step's K rows still fit
+// kStreamStepBytes. A step of 4 such keys reads half an f16 step's bytes or less, and its set-up
+// per head (row and scale addresses, the next step's rows, the P.V's O loads and stores) is
+// what those formats' arithmetic-bound steps spend most on besides the products (see
+// decode/stream_tiles-inl.h). FP8 measured no faster in wide steps, and 32 registers
+// (AVX-512) are not yet measured.
+inline bool WideStreamSteps(const AttentionArgs& a, size_t rows, const AttentionPlan& c) {
+  if (kVectorRegisters >= 32 || rows != 1 || a.k.dtype != a.v.dtype) return false;
+  if (c.dim_v_pad % (4 * c.lanes) != 0) return false;  // StreamStep<1>'s blocks
+  if (a.k.dtype != DType::kI8 && a.k.dtype != DType::kI4) return false;
+  return kWideStreamStepKeys * static_cast<size_t>(c.heads) *
+             static_cast<size_t>(ElementBytes(a.k.dtype, static_cast<int64_t>(c.dim_pad))) <=
+         kStreamStepBytes;
+}
 
 template <class D>
 AttentionPlan MakeAttentionPlan(D d, const AttentionArgs& a) {
@@ -244,6 +264,8 @@ AttentionPlan MakeAttentionPlan(D d, const AttentionArgs& a) {
               static_cast<size_t>(ElementBytes(a.k.dtype, static_cast<int64_t>(c.dim_pad))) <=
           kStreamStepBytes;
   c.int8_scores = c.stream_tiles && Int8ScoresApply(a, rows, c.dim_pad);
+  c.stream_step_keys =
+      c.stream_tiles && WideStreamSteps(a, rows, c) ? kWideStreamStepKeys : kStreamStepKeys;
   c.packed_st_stride = RoundUp(c.keys_per_tile * rows, c.lanes);
   c.values_in_key_tile = a.ValuesInsideKeys();
   return c;

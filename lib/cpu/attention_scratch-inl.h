@@ -171,7 +171,7 @@ inline AttentionScratchLayout MakeAttentionScratchLayout(const AttentionPlan& pl
   s.panel_partial = arena.Take<uint8_t>(panels);
   s.panel_covered = arena.Take<uint8_t>(panels);
   s.panel_keys = arena.Take<uint32_t>(panels);
-  s.row_pointer_count = plan.cache_in_place ? 4 * (kpt + kStreamStepKeys) : 0;
+  s.row_pointer_count = plan.cache_in_place ? 4 * (kpt + kWideStreamStepKeys) : 0;
   s.row_pointers = arena.Take<unsigned char>(s.row_pointer_count * sizeof(const void*));
   ScratchArena head;
   s.head_q = head.Take<float>(R * plan.dim_pad);

@@ -257,25 +257,28 @@ HWY_INLINE void ScaledDotRow(D d, const float* HWY_RESTRICT q, const CacheRows<E
   });
 }
 
-// The coefficients of a step's P.V over group-scaled V rows (values' rows 0..3, `groups`
-// scales a row): w[k * groups + g] = p[k] times V row k's scale g, the product the P.V's FMAs
-// take for every vector of group g. Once per step and head: ScaledPVRow's column blocks each
-// found, broadcast, converted and multiplied their keys' scales before.
-template <class E>
+// The coefficients of a step's P.V over group-scaled V rows (values' rows 0..kKeys - 1, a
+// multiple of kStepRows; `groups` scales a row): w[k * groups + g] = p[k] times V row k's
+// scale g, the product the P.V's FMAs take for every vector of group g. Once per step and head:
+// ScaledPVRow's column blocks each found, broadcast, converted and multiplied their keys'
+// scales before.
+template <size_t kKeys, class E>
 HWY_INLINE void StepCoefficients(const float* HWY_RESTRICT p, const CacheRows<E>& values,
                                  size_t groups, float* HWY_RESTRICT w) {
-  const typename E::Scale* rows[kStepRows];
-  for (size_t k = 0; k < kStepRows; ++k) rows[k] = values.element.ScaleOf(values.Row(k));
-  StepScales(rows, groups, /*by=*/p, w);
+  for (size_t c = 0; c < kKeys; c += kStepRows) {
+    const typename E::Scale* rows[kStepRows];
+    for (size_t k = 0; k < kStepRows; ++k) rows[k] = values.element.ScaleOf(values.Row(c + k));
+    StepScales(rows, groups, /*by=*/p + c, w + c * groups);
+  }
 }
 
 // O (one row, vectors v.. v + NV - 1 of head_dim_v, NV up to 8) = alpha O + sum over the step's
-// kStepRows keys of w_k V[k] (alpha == nullptr: O += ...), V rows from `values` in place, each
+// kKeys keys of w_k V[k] (alpha == nullptr: O += ...), V rows from `values` in place, each
 // row's next-head rows requested into L2 as GemmTile's steps request them. w: StepCoefficients'
 // p[k] times the rows' scales, `groups` a row; vector x of the block takes its group's,
 // x >> kShift on (kShift: log2 of the vectors in a group, 3 for 8 or more). kRescale: whether
 // alpha is given (a tile's first step only), so that every other step loads O unmultiplied.
-template <size_t NV, int kShift, bool kRescale, class E, class D>
+template <size_t NV, size_t kKeys, int kShift, bool kRescale, class E, class D>
 HWY_INLINE void ScaledPVBlock(D d, size_t v, const float* HWY_RESTRICT w, size_t groups,
                               const CacheRows<E>& values, float* HWY_RESTRICT o,
                               const float* HWY_RESTRICT alpha) {
@@ -288,7 +291,8 @@ HWY_INLINE void ScaledPVBlock(D d, size_t v, const float* HWY_RESTRICT w, size_t
   float* out = o + column;
   V c0, c1, c2, c3, c4, c5, c6, c7;
   LoadOutputBlock<NV, kRescale>(d, out, alpha, c0, c1, c2, c3, c4, c5, c6, c7);
-  for (size_t k = 0; k < kStepRows; ++k) {
+#pragma GCC unroll 8  // a wide step's 8 keys too: 5 instructions per key and kv head (I8)
+  for (size_t k = 0; k < kKeys; ++k) {
     if (rows.next_values != nullptr) {
       RequestRowAndLastByteIntoL2(rows.NextValue(k), Rows::Bytes(NV * N));
     }
@@ -312,23 +316,23 @@ HWY_INLINE void ScaledPVBlock(D d, size_t v, const float* HWY_RESTRICT w, size_t
 }
 
 // ScaledPVBlock over head_dim_v (dvp columns, whole blocks of 4 vectors) for one kShift.
-template <int kShift, bool kRescale, class E, class D>
+template <size_t kKeys, int kShift, bool kRescale, class E, class D>
 HWY_INLINE void ScaledPVBlocks(D d, size_t dvp, const float* HWY_RESTRICT w, size_t groups,
                                const CacheRows<E>& values, float* HWY_RESTRICT o,
                                const float* HWY_RESTRICT alpha) {
   const size_t vectors = dvp / hn::Lanes(d);
   size_t v = 0;
   for (; v + 8 <= vectors; v += 8) {
-    ScaledPVBlock<8, kShift, kRescale>(d, v, w, groups, values, o, alpha);
+    ScaledPVBlock<8, kKeys, kShift, kRescale>(d, v, w, groups, values, o, alpha);
   }
-  if (v < vectors) ScaledPVBlock<4, kShift, kRescale>(d, v, w, groups, values, o, alpha);
+  if (v < vectors) ScaledPVBlock<4, kKeys, kShift, kRescale>(d, v, w, groups, values, o, alpha);
 }
 
 // The P.V of one streamed step of one row over group-scaled V rows in place: O (dvp columns,
-// whole blocks of 4 vectors) = alpha O + sum over the step's kStepRows keys of p[k] V[k]
+// whole blocks of 4 vectors) = alpha O + sum over the step's kKeys keys of p[k] V[k]
 // (alpha == nullptr: O += ...). Blocks of 8 vectors (8 accumulators of 16 registers) halve the
 // per-key work of blocks of 4: the row's address, its coefficients and the prefetch.
-template <class E, class D>
+template <size_t kKeys, class E, class D>
 HWY_INLINE void ScaledPVRow(D d, size_t dvp, const float* HWY_RESTRICT p,
                             const CacheRows<E>& values, float* HWY_RESTRICT o,
                             const float* HWY_RESTRICT alpha) {
@@ -337,21 +341,21 @@ HWY_INLINE void ScaledPVRow(D d, size_t dvp, const float* HWY_RESTRICT p,
   if constexpr (E::kBits == 4 && sizeof(hn::Vec<D>) == 64) {
     if (I4RowStepApplies(size_t{1} << log2_group, 4 * hn::Lanes(d))) {
       for (size_t v = 0; v < dvp / hn::Lanes(d); v += 4) {
-        I4PVRow<4>(d, v, p, values, kStepRows, o, alpha);
+        I4PVRow<4>(d, v, p, values, kKeys, o, alpha);
       }
       return;
     }
   }
 #endif
   const size_t groups = dvp >> log2_group;
-  HWY_ALIGN float w[kStepScaleSlots];
-  StepCoefficients(p, values, groups, w);
+  HWY_ALIGN float w[kKeys * kMaxRowGroups];
+  StepCoefficients<kKeys>(p, values, groups, w);
   WithGroupShift(d, log2_group, [&](auto shift) SATTN_INLINE_LAMBDA {
     constexpr int kShift = decltype(shift)::value;
     if (alpha != nullptr) {
-      ScaledPVBlocks<kShift, true>(d, dvp, w, groups, values, o, alpha);
+      ScaledPVBlocks<kKeys, kShift, true>(d, dvp, w, groups, values, o, alpha);
     } else {
-      ScaledPVBlocks<kShift, false>(d, dvp, w, groups, values, o, alpha);
+      ScaledPVBlocks<kKeys, kShift, false>(d, dvp, w, groups, values, o, alpha);
     }
   });
 }

@@ -30,6 +30,17 @@
 // Scratch: two sets of per-head score buffers and one alpha per head (attention_scratch-inl.h).
 // Over I4 keys with int8_queries, the scores of a step of 1 or 4 rows are integer dot products
 // of int8 queries (decode/int8_scores-inl.h); the P.V is unchanged.
+// Wide steps (plan.stream_step_keys, WideStreamSteps): one row per head over I8 or I4 on AVX2
+// takes 8 keys a step, two ScaledDotRows and one P.V, so that a step's set-up per head is paid
+// per 8 keys; a step then reads no more bytes than an f16 step of 4. With the walk below, and
+// alternated against the build before both on a Zen 3 host (8 kv heads of head_dim 128, 32768
+// keys in groups of 32, medians of 15 pairs): I8 1.04x as fast on 1 thread, 1.09x on 2; I4
+// 1.09x and 1.11x; the same bytes out (callgrind: I8 218 -> 202 instructions per key and kv
+// head, I4 302 -> 278). FP8 in wide steps ran 0.97-1.03x, so it keeps steps of 4.
+// A wide step's requests for the next step, per head, all fall in one key's row when the heads
+// are at least its keys (NextStepWalk::Rows): a pointer and a head's stride apart, where the
+// general walk loaded, multiplied and compared per row (9 fewer instructions per key and kv
+// head for I8, 11 for I4, callgrind).
 #if defined(STREAMATTN_CPU_DECODE_STREAM_TILES_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef STREAMATTN_CPU_DECODE_STREAM_TILES_INL_H_
 #undef STREAMATTN_CPU_DECODE_STREAM_TILES_INL_H_
@@ -40,6 +51,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 #include "core/attention_args.h"
 #include "cpu/attention_plan-inl.h"
@@ -61,8 +73,9 @@ namespace hn = hwy::HWY_NAMESPACE;
 
 // Where head h's requests for the next step of its stream go, in address order: the next
 // step's rows, key after key and head after head, are numbered s = 0, 1, ...; head h takes
-// s = h * kStreamStepKeys + i for i < kStreamStepKeys, which is (key, head) = divmod(s, heads).
-// The walk over h keeps divmod(h * kStreamStepKeys, heads) in `key`, `head` (no division).
+// s = h * kKeys + i for i < kKeys (the step's keys), which is (key, head) = divmod(s, heads).
+// The walk over h keeps divmod(h * kKeys, heads) in `key`, `head` (no division).
+template <size_t kKeys>
 struct NextStepWalk {
   size_t key = 0, head = 0;
   // Row pointers for head h's requests; tile_rows from this step's tile start, next_step the
@@ -70,17 +83,36 @@ struct NextStepWalk {
   template <class E, typename T = typename E::Stored>
   void Rows(const T* const* tile_rows, size_t next_step, size_t heads, int64_t head_stride,
             const T** out) const {
+    if (kKeys == kWideStreamStepKeys && head + kKeys <= heads) {
+      // All in one key's row (as with 8 kv heads): one pointer, then a head's stride apart.
+      // Wide steps only: in steps of 4, GCC spilled more (FP8: 5 more instructions per key and
+      // kv head, 4% slower, alternated), so those keep the walk below.
+      const T* row =
+          tile_rows[next_step + key] + StoredUnits<E>(static_cast<ptrdiff_t>(head) * head_stride);
+      for (size_t i = 0; i < kKeys; ++i) {
+        out[i] = row + StoredUnits<E>(static_cast<ptrdiff_t>(i) * head_stride);
+      }
+      return;
+    }
     size_t k = key, hh = head;
-    for (size_t i = 0; i < kStreamStepKeys; ++i) {
+    for (size_t i = 0; i < kKeys; ++i) {
       out[i] = tile_rows[next_step + k] + StoredUnits<E>(static_cast<ptrdiff_t>(hh) * head_stride);
       if (++hh == heads) hh = 0, ++k;
     }
   }
   void NextHead(size_t heads) {
-    head += kStreamStepKeys;
+    head += kKeys;
     while (head >= heads) head -= heads, ++key;
   }
 };
+
+template <size_t N>
+using SizeConstant = std::integral_constant<size_t, N>;
+
+// The elements whose one-row steps may be wide (plan.stream_step_keys; WideStreamSteps), on the
+// targets that take them (16 registers).
+template <class E>
+constexpr bool kWideStepElement = kVectorRegisters < 32 && E::kGroupScales;
 
 // The register blocks of a streamed step with kRows rows per head: the keys of a DotBlock and
 // the vectors of a P.V column block, 4 and 4 (kRows x 4 accumulators). 4 rows with 16
@@ -109,7 +141,8 @@ HWY_INLINE void StepPV(D d, size_t dim_v_pad, const float* p, const VRows& value
   }
 }
 
-// One step of StreamCacheTiles for every head: head after head, the scores of the tile being
+// One step of StreamCacheTiles (keys j.. j + kKeys - 1: kStreamStepKeys, or kWideStreamStepKeys
+// for a wide step) for every head: head after head, the scores of the tile being
 // scored (when `score`; its softmax after the tile's last step) and the P.V of the tile being
 // multiplied (when `multiply`). kRows > 0: that many rows per head with head_dim_v in blocks
 // of 4 vectors, the register blocks (StepBlock) fixed at compile time and the P.V inlined
@@ -117,7 +150,7 @@ HWY_INLINE void StepPV(D d, size_t dim_v_pad, const float* p, const VRows& value
 // work in calls); 0: any packed shape, through DotScores and AccumulatePackedPV. A function of
 // its own, not inlined into the tile loop, so that its registers are allocated for the
 // products alone.
-template <size_t kRows, class E, class D>
+template <size_t kRows, size_t kKeys, class E, class D>
 HWY_NOINLINE void StreamStep(D d, const E& k_element, const E& v_element, const AttentionArgs& a,
                              const AttentionPlan& plan, size_t rows, size_t j, bool score,
                              const typename E::Stored* const* k_rows, float* score_tiles,
@@ -128,7 +161,9 @@ HWY_NOINLINE void StreamStep(D d, const E& k_element, const E& v_element, const 
   const size_t heads = static_cast<size_t>(plan.heads), kpt = plan.keys_per_tile;
   const size_t N = hn::Lanes(d), dvp = plan.dim_v_pad, R = plan.rows_pad;
   const int64_t k_stride = a.k.stride(2), v_stride = a.v.stride(2);
-  const bool last_step = j + kStreamStepKeys == kpt;
+  static_assert(kKeys == kStreamStepKeys || (kKeys == kWideStreamStepKeys && kRows == 1),
+                "wide steps have one row per head");
+  const bool last_step = j + kKeys == kpt;
   // Group-scaled rows of a step of 4 rows per head, converted (ConvertStepRows): K's, then
   // V's. Alternated against the rows read in place on a Zen 3 host (I8 and I4 in groups of 32,
   // 32 query heads over 8, head_dim 128): 688 -> 554 instructions per key and kv head for I8,
@@ -137,12 +172,12 @@ HWY_NOINLINE void StreamStep(D d, const E& k_element, const E& v_element, const 
   // not yet measured, so in place too.
   constexpr bool kConvertSteps = kRows == 4 && E::kGroupScales && kVectorRegisters < 32;
   HWY_ALIGN float step_rows[kConvertSteps ? kStepRows * kMaxStepDim : 1];
-  NextStepWalk walk;
+  NextStepWalk<kKeys> walk;
   for (size_t h = 0; h < heads; ++h, walk.NextHead(heads)) {
     const HeadScratch head = s.Head(static_cast<int64_t>(h));
-    const T* next[kStreamStepKeys];
+    const T* next[kKeys];
     if (score) {
-      walk.Rows<E>(k_rows, j + kStreamStepKeys, heads, k_stride, next);
+      walk.template Rows<E>(k_rows, j + kKeys, heads, k_stride, next);
       const CacheRows<E> keys{k_element, k_rows + j, static_cast<ptrdiff_t>(h) * k_stride,
                               next,      nullptr,    0};
       float* st = score_tiles + h * plan.packed_st_stride;
@@ -150,8 +185,10 @@ HWY_NOINLINE void StreamStep(D d, const E& k_element, const E& v_element, const 
 #if SATTN_INT8_SCORES
       if constexpr ((kRows == 1 || kRows == 4) && E::kGroupScales && E::kBits == 4) {
         if (plan.int8_scores) {
-          IntScoreStep<kRows>(keys, 0, plan.dim_pad, head.q8, head.q8_bias, head.q8_scale,
-                              st + j * kRows);
+          for (size_t c = 0; c < kKeys; c += kStreamStepKeys) {
+            IntScoreStep<kRows>(keys, c, plan.dim_pad, head.q8, head.q8_bias, head.q8_scale,
+                                st + (j + c) * kRows);
+          }
           integer_scores = true;
         }
       }
@@ -159,25 +196,26 @@ HWY_NOINLINE void StreamStep(D d, const E& k_element, const E& v_element, const 
       if (integer_scores) {
         // The scores are in st.
       } else if constexpr (kRows == 1 && E::kGroupScales) {
-        static_assert(kStreamStepKeys == kStepRows, "a step is one ScaledDotRow of 4 keys");
-        ScaledDotRow(d, head.q, keys, 0, plan.dim_pad, st + j);
+        static_assert(kStreamStepKeys == kStepRows, "a step is ScaledDotRows of 4 keys");
+        for (size_t c = 0; c < kKeys; c += kStepRows) {
+          ScaledDotRow(d, head.q, keys, c, plan.dim_pad, st + j + c);
+        }
       } else if constexpr (kConvertSteps) {
         static_assert(kStreamStepKeys == kStepRows, "a step converts its 4 keys' rows");
         const char* next_rows[kStreamStepKeys];
         for (size_t c = 0; c < kStreamStepKeys; ++c) next_rows[c] = keys.NextKey(c);
         ConvertStepRows(d, keys, plan.dim_pad, next_rows, step_rows);
         const DenseRows converted{step_rows, plan.dim_pad};
-        constexpr size_t kKeys = StepBlock<kRows>();
-        for (size_t c = 0; c < kStreamStepKeys; c += kKeys) {
-          DotBlock<kRows, kKeys>(d, head.q, plan.dim_pad, converted, c, plan.dim_pad,
-                                 st + (j + c) * kRows, kRows, /*prefetch=*/false);
+        constexpr size_t kBlockKeys = StepBlock<kRows>();
+        for (size_t c = 0; c < kStreamStepKeys; c += kBlockKeys) {
+          DotBlock<kRows, kBlockKeys>(d, head.q, plan.dim_pad, converted, c, plan.dim_pad,
+                                      st + (j + c) * kRows, kRows, /*prefetch=*/false);
         }
       } else if constexpr (kRows > 0) {
-        static_assert(kStreamStepKeys == 4, "a step is one DotBlock of 4 keys, or two of 2");
-        constexpr size_t kKeys = StepBlock<kRows>();
-        for (size_t c = 0; c < kStreamStepKeys; c += kKeys) {
-          DotBlock<kRows, kKeys>(d, head.q, plan.dim_pad, keys, c, plan.dim_pad,
-                                 st + (j + c) * kRows, kRows, /*prefetch=*/true);
+        constexpr size_t kBlockKeys = StepBlock<kRows>();
+        for (size_t c = 0; c < kKeys; c += kBlockKeys) {
+          DotBlock<kRows, kBlockKeys>(d, head.q, plan.dim_pad, keys, c, plan.dim_pad,
+                                      st + (j + c) * kRows, kRows, /*prefetch=*/true);
         }
       } else {
         DotScores(d, head.q, plan.dim_pad, rows, keys, kStreamStepKeys, plan.dim_pad, st + j * rows,
@@ -186,7 +224,7 @@ HWY_NOINLINE void StreamStep(D d, const E& k_element, const E& v_element, const 
       if (last_step) SoftmaxPackedHead(d, a, rows, kpt, head, st, alpha + h * R);
     }
     if (multiply) {
-      walk.Rows<E>(v_rows, j + kStreamStepKeys, heads, v_stride, next);
+      walk.template Rows<E>(v_rows, j + kKeys, heads, v_stride, next);
       const CacheRows<E> values{
           v_element, v_rows + j, static_cast<ptrdiff_t>(h) * v_stride, nullptr, next, 0, 0};
       const float* p = p_tiles + h * plan.packed_st_stride + j * rows;
@@ -213,12 +251,12 @@ HWY_NOINLINE void StreamStep(D d, const E& k_element, const E& v_element, const 
         // StepPV's loop written out: through StepPV<1, 0>, GCC allocated this function's
         // registers otherwise, 4-15% slower from L2 (alternated, f16, one thread).
         if constexpr (E::kGroupScales) {
-          static_assert(kStreamStepKeys == kStepRows, "a step's P.V is ScaledPVRow's 4 keys");
-          ScaledPVRow(d, dvp, p, values, head.o, head_alpha);
+          ScaledPVRow<kKeys>(d, dvp, p, values, head.o, head_alpha);
         } else if constexpr (std::is_same_v<E, E4M3Element>) {
-          static_assert(kStreamStepKeys == 4, "a step's P.V is RowPVStep's 4 keys");
+          static_assert(kKeys == 4, "a step's P.V is RowPVStep's 4 keys");
           RowPVStep(d, dvp, p, values, head.o, head_alpha);
         } else {
+          static_assert(kKeys == kStreamStepKeys, "f16, bf16 and f32 take steps of 4 keys");
           constexpr size_t kNv = StepBlock<kRows>();
           for (size_t v = 0; v < dvp / N; v += kNv) {
             PVColumnBlock<kRows, kNv, /*kInline=*/true>(d, v, dvp, p, kRows, values,
@@ -242,11 +280,12 @@ HWY_NOINLINE void StreamCacheTiles(D d, const E& k_element, const E& v_element,
                                    const AttentionArgs& a, const AttentionPlan& plan,
                                    const WorkItem& item, int64_t k_first, int64_t tiles,
                                    int64_t key_end, const AttentionScratch& s) {
-  static_assert(kKeysPerTile % kStreamStepKeys == 0, "tiles hold whole steps");
+  static_assert(kKeysPerTile % kWideStreamStepKeys == 0, "tiles hold whole steps");
   using T = typename E::Stored;
   const size_t heads = static_cast<size_t>(plan.heads), kpt = plan.keys_per_tile;
   const size_t rows = item.Rows(a);
-  const size_t with_next = kpt + kStreamStepKeys;  // a tile's keys and the next's first step
+  const size_t step_keys = kWideStepElement<E> ? plan.stream_step_keys : kStreamStepKeys;
+  const size_t with_next = kpt + step_keys;  // a tile's keys and the next's first step
   // Row pointers of two tiles (K and V of each), by the tile's parity: the tile being scored
   // and the tile in its P.V.
   const T** pointers = s.RowPointers<T>();
@@ -275,24 +314,31 @@ HWY_NOINLINE void StreamCacheTiles(D d, const E& k_element, const E& v_element,
     const T** v_rows = value_rows[t & 1];
     float* score_tiles = scores_of(scored);
     const float* p_tiles = scores_of(t);
-    for (size_t j = 0; j < kpt; j += kStreamStepKeys) {
+    for (size_t j = 0; j < kpt; j += step_keys) {
+      auto step = [&](auto rows_per_head, auto keys) SATTN_INLINE_LAMBDA {
+        StreamStep<decltype(rows_per_head)::value, decltype(keys)::value>(
+            d, k_element, v_element, a, plan, rows, j, score, k_rows, score_tiles, multiply, v_rows,
+            p_tiles, alpha, s);
+      };
+      if constexpr (kWideStepElement<E>) {
+        if (step_keys == kWideStreamStepKeys) {
+          step(SizeConstant<1>(), SizeConstant<kWideStreamStepKeys>());
+          continue;
+        }
+      }
       // The shapes decoding meets most (GQA groups of 4, MHA, groups of 2) get fixed register
       // blocks (plan.stream_tiles: 1, 2 or 4 rows) when head_dim_v is whole blocks of 4 vectors.
       if (plan.dim_v_pad % (4 * hn::Lanes(d)) == 0) {
         if (rows == 4) {
-          StreamStep<4>(d, k_element, v_element, a, plan, rows, j, score, k_rows, score_tiles,
-                        multiply, v_rows, p_tiles, alpha, s);
+          step(SizeConstant<4>(), SizeConstant<kStreamStepKeys>());
         } else if (rows == 2) {
-          StreamStep<2>(d, k_element, v_element, a, plan, rows, j, score, k_rows, score_tiles,
-                        multiply, v_rows, p_tiles, alpha, s);
+          step(SizeConstant<2>(), SizeConstant<kStreamStepKeys>());
         } else {
-          StreamStep<1>(d, k_element, v_element, a, plan, rows, j, score, k_rows, score_tiles,
-                        multiply, v_rows, p_tiles, alpha, s);
+          step(SizeConstant<1>(), SizeConstant<kStreamStepKeys>());
         }
         continue;
       }
-      StreamStep<0>(d, k_element, v_element, a, plan, rows, j, score, k_rows, score_tiles, multiply,
-                    v_rows, p_tiles, alpha, s);
+      step(SizeConstant<0>(), SizeConstant<kStreamStepKeys>());
     }
   }
 }
