@@ -21,7 +21,6 @@
 #endif
 
 #include <cstddef>
-#include <type_traits>
 
 #include "cpu/kv_rows-inl.h"
 #include "hwy/highway.h"
